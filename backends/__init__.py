@@ -1,0 +1,1 @@
+"""diffreason.backends"""

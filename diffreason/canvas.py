@@ -1,0 +1,253 @@
+"""Canvas templates: what may stand at each position of the output.
+
+A `CanvasTemplate` gives, per output position, either a fixed (clamped) token or a free position whose allowed tokens
+are one of a few shared masks (`masks[mask_index[i]]`, or any token when `mask_index[i] == -1`). Templates are compact:
+a Sudoku grid needs one mask (the nine digits) for 81 positions, not 81 vocabulary-sized masks. A template may be longer
+than one canvas; the engine cuts it into canvases (`CanvasTemplate.canvas`) and fills the rest of the last canvas freely.
+
+`CanvasConstraint` is the dense, batched form of one canvas of several templates that the sampler consumes: a
+[B, C, V] allowed mask built once per canvas, so each denoising step costs one masked fill.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+import torch
+
+from diffreason.errors import TemplateError
+
+ANY = -1  # mask_index of an unrestricted free position
+FREE = -1  # fixed id of a free position
+
+
+class CanvasTemplate:
+    """Fixed tokens and per-position allowed sets for an output of `len(template)` tokens."""
+
+    def __init__(
+        self,
+        vocab_size: int,
+        fixed: torch.Tensor | Sequence[int],
+        mask_index: torch.Tensor | Sequence[int] | None = None,
+        masks: torch.Tensor | None = None,
+    ):
+        self.vocab_size = int(vocab_size)
+        self.fixed = torch.as_tensor(fixed, dtype=torch.long).flatten().clone()
+        n = self.fixed.numel()
+        self.mask_index = (
+            torch.full((n,), ANY, dtype=torch.long)
+            if mask_index is None
+            else torch.as_tensor(mask_index, dtype=torch.long).flatten().clone()
+        )
+        self.masks = (
+            torch.zeros((0, self.vocab_size), dtype=torch.bool) if masks is None else torch.as_tensor(masks).bool()
+        )
+        self._validate()
+
+    # -- construction -----------------------------------------------------------------------------------------------
+
+    @classmethod
+    def unconstrained(cls, length: int, vocab_size: int) -> "CanvasTemplate":
+        return cls(vocab_size, torch.full((length,), FREE, dtype=torch.long))
+
+    @classmethod
+    def from_positions(cls, vocab_size: int, positions: Iterable[int | Iterable[int] | None]) -> "CanvasTemplate":
+        """Each position is an int (fixed token), None (any token) or an iterable of allowed token ids.
+
+        Equal allowed sets share one mask.
+        """
+        fixed, mask_index, masks, seen = [], [], [], {}
+        for i, pos in enumerate(positions):
+            if pos is None:
+                fixed.append(FREE)
+                mask_index.append(ANY)
+            elif isinstance(pos, int) or (isinstance(pos, torch.Tensor) and pos.ndim == 0):
+                fixed.append(int(pos))
+                mask_index.append(ANY)
+            else:
+                key = frozenset(int(t) for t in pos)
+                if not key:
+                    raise TemplateError(f"position {i} has an empty allowed set")
+                bad = [t for t in key if not 0 <= t < vocab_size]
+                if bad:
+                    raise TemplateError(f"position {i} allows token {bad[0]}, outside the vocabulary [0, {vocab_size})")
+                if key not in seen:
+                    seen[key] = len(masks)
+                    mask = torch.zeros(vocab_size, dtype=torch.bool)
+                    mask[list(key)] = True
+                    masks.append(mask)
+                fixed.append(FREE)
+                mask_index.append(seen[key])
+        stacked = torch.stack(masks) if masks else None
+        return cls(vocab_size, fixed, mask_index, stacked)
+
+    def _validate(self) -> None:
+        n, v = self.fixed.numel(), self.vocab_size
+        if n == 0:
+            raise TemplateError("a template needs at least one position")
+        if self.mask_index.numel() != n:
+            raise TemplateError(f"length mismatch: {n} positions but {self.mask_index.numel()} mask indices")
+        if self.masks.ndim != 2 or self.masks.shape[1] != v:
+            raise TemplateError(f"masks must have shape [K, {v}] (the vocabulary size), got {list(self.masks.shape)}")
+        out = ((self.fixed < FREE) | (self.fixed >= v)).nonzero()
+        if out.numel():
+            i = int(out[0])
+            raise TemplateError(f"position {i} fixes token {int(self.fixed[i])}, outside the vocabulary [0, {v})")
+        k = self.masks.shape[0]
+        bad = ((self.mask_index < ANY) | (self.mask_index >= k)).nonzero()
+        if bad.numel():
+            i = int(bad[0])
+            raise TemplateError(f"position {i} refers to mask {int(self.mask_index[i])}, but there are {k} masks")
+        empty = (~self.masks.any(dim=1)).nonzero()
+        if empty.numel():
+            used = (self.mask_index == int(empty[0])).nonzero()
+            where = f" (used at position {int(used[0])})" if used.numel() else ""
+            raise TemplateError(f"mask {int(empty[0])} allows no token{where}: an empty allowed set")
+        both = ((self.fixed >= 0) & (self.mask_index >= 0)).nonzero()
+        if both.numel():
+            i = int(both[0])
+            if not self.masks[self.mask_index[i], self.fixed[i]]:
+                raise TemplateError(f"position {i} fixes token {int(self.fixed[i])}, which its allowed set excludes")
+
+    # -- queries ----------------------------------------------------------------------------------------------------
+
+    def __len__(self) -> int:
+        return self.fixed.numel()
+
+    def __repr__(self) -> str:
+        n_fixed = int((self.fixed >= 0).sum())
+        n_restricted = int(((self.fixed < 0) & (self.mask_index >= 0)).sum())
+        return (
+            f"CanvasTemplate(length={len(self)}, fixed={n_fixed}, restricted={n_restricted}, "
+            f"free={len(self) - n_fixed - n_restricted}, masks={self.masks.shape[0]}, vocab={self.vocab_size})"
+        )
+
+    @property
+    def is_unconstrained(self) -> bool:
+        return bool(((self.fixed < 0) & (self.mask_index < 0)).all())
+
+    def num_canvases(self, canvas_length: int) -> int:
+        return -(-len(self) // canvas_length)
+
+    def allowed(self, position: int) -> torch.Tensor | None:
+        """Allowed token ids at `position` (None: any token)."""
+        if self.fixed[position] >= 0:
+            return self.fixed[position : position + 1].clone()
+        if self.mask_index[position] < 0:
+            return None
+        return self.masks[self.mask_index[position]].nonzero().flatten()
+
+    def violations(self, tokens: Sequence[int] | torch.Tensor) -> list[int]:
+        """Positions where `tokens` break the template (a shorter output counts its missing positions)."""
+        tokens = torch.as_tensor(tokens, dtype=torch.long).flatten()
+        n = min(len(self), tokens.numel())
+        t, fixed, mi = tokens[:n], self.fixed[:n], self.mask_index[:n]
+        bad = (fixed >= 0) & (t != fixed)
+        restricted = (fixed < 0) & (mi >= 0)
+        if restricted.any():
+            ok = self.masks[mi.clamp(min=0), t.clamp(0, self.vocab_size - 1)] & (t >= 0) & (t < self.vocab_size)
+            bad |= restricted & ~ok
+        return bad.nonzero().flatten().tolist() + list(range(n, len(self)))
+
+    def canvas(self, index: int, canvas_length: int) -> "CanvasTemplate":
+        """The part of the template on canvas `index`, padded with unrestricted positions to `canvas_length`."""
+        start, stop = index * canvas_length, (index + 1) * canvas_length
+        fixed = torch.full((canvas_length,), FREE, dtype=torch.long)
+        mask_index = torch.full((canvas_length,), ANY, dtype=torch.long)
+        part = slice(start, min(stop, len(self)))
+        n = max(0, part.stop - part.start)
+        fixed[:n], mask_index[:n] = self.fixed[part], self.mask_index[part]
+        return CanvasTemplate(self.vocab_size, fixed, mask_index, self.masks)
+
+    def __add__(self, other: "CanvasTemplate") -> "CanvasTemplate":
+        """Concatenate two templates (masks are merged, indices shifted)."""
+        if other.vocab_size != self.vocab_size:
+            raise TemplateError(f"cannot join templates over vocabularies {self.vocab_size} and {other.vocab_size}")
+        shift = self.masks.shape[0]
+        other_index = torch.where(other.mask_index >= 0, other.mask_index + shift, other.mask_index)
+        return CanvasTemplate(
+            self.vocab_size,
+            torch.cat([self.fixed, other.fixed]),
+            torch.cat([self.mask_index, other_index]),
+            torch.cat([self.masks, other.masks]),
+        )
+
+
+@dataclass
+class CanvasConstraint:
+    """Dense constraint of one canvas for a batch of rows, as the sampler consumes it."""
+
+    fixed: torch.Tensor  # [B, C] long, -1 = free
+    free: torch.Tensor  # [B, C] bool
+    restricted: torch.Tensor  # [B, C] bool: free, with a restricted allowed set
+    allowed: torch.Tensor | None  # [B, C, V] bool (fixed positions: only their token); None = no restriction at all
+    table: torch.Tensor  # [K, M] long: allowed ids per mask, padded
+    counts: torch.Tensor  # [K] long
+    table_index: torch.Tensor  # [B, C] long index into `table` (0 where unrestricted)
+    row_restricted: list[bool]
+
+    @classmethod
+    def from_templates(
+        cls, templates: Sequence[CanvasTemplate], device: torch.device | str = "cpu"
+    ) -> "CanvasConstraint | None":
+        """Stack same-length canvas templates; None when no row constrains anything."""
+        if all(t.is_unconstrained for t in templates):
+            return None
+        vocab = templates[0].vocab_size
+        fixed = torch.stack([t.fixed for t in templates])
+        free = fixed < 0
+        offsets, masks = [], []
+        for t in templates:
+            offsets.append(sum(m.shape[0] for m in masks))
+            masks.append(t.masks)
+        all_masks = torch.cat(masks) if masks else torch.zeros((0, vocab), dtype=torch.bool)
+        mask_index = torch.stack(
+            [torch.where(t.mask_index >= 0, t.mask_index + off, t.mask_index) for t, off in zip(templates, offsets)]
+        )
+        restricted = free & (mask_index >= 0)
+        # allowed: any token by default, the mask where restricted, a single token where fixed.
+        allowed = torch.ones((*fixed.shape, vocab), dtype=torch.bool)
+        if restricted.any():
+            allowed[restricted] = all_masks[mask_index[restricted]]
+        if (~free).any():
+            allowed[~free] = False
+            b, c = (~free).nonzero(as_tuple=True)
+            allowed[b, c, fixed[b, c]] = True
+        counts = all_masks.sum(dim=1) if all_masks.shape[0] else torch.zeros(1, dtype=torch.long)
+        width = max(1, int(counts.max()) if counts.numel() else 1)
+        table = torch.zeros((max(1, all_masks.shape[0]), width), dtype=torch.long)
+        for k in range(all_masks.shape[0]):
+            ids = all_masks[k].nonzero().flatten()
+            table[k, : ids.numel()] = ids
+        counts = counts.clamp(min=1) if all_masks.shape[0] else torch.ones(1, dtype=torch.long)
+        to = lambda x: x.to(device)  # noqa: E731
+        return cls(
+            fixed=to(fixed),
+            free=to(free),
+            restricted=to(restricted),
+            allowed=to(allowed),
+            table=to(table),
+            counts=to(counts),
+            table_index=to(mask_index.clamp(min=0)),
+            row_restricted=restricted.any(dim=1).tolist(),
+        )
+
+    def rows(self, rows: torch.Tensor) -> "CanvasConstraint":
+        idx = rows.tolist()
+        return CanvasConstraint(
+            fixed=self.fixed[rows],
+            free=self.free[rows],
+            restricted=self.restricted[rows],
+            allowed=None if self.allowed is None else self.allowed[rows],
+            table=self.table,
+            counts=self.counts,
+            table_index=self.table_index[rows],
+            row_restricted=[self.row_restricted[i] for i in idx],
+        )
+
+    def draw(self, u: torch.Tensor) -> torch.Tensor:
+        """Map uniforms u ∈ [0, 1) [B, C] to a uniformly chosen allowed token per position."""
+        counts = self.counts[self.table_index]
+        slot = torch.minimum((u * counts).long(), counts - 1)
+        return self.table[self.table_index, slot]

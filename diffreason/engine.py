@@ -1,0 +1,351 @@
+"""The local engine: DiffusionGemma block diffusion over canvas templates, on CPU or GPU.
+
+Per batch of requests: one causal prefill of the prompts into a KV cache; then, canvas by canvas, denoising steps that
+only read that cache (the decoder never writes it), the argmax canvas committed, encoded into the cache, and the next
+canvas started. Requests stop independently: a canvas that has converged leaves the batch (the model no longer runs
+on it), and a request whose canvas holds EOS leaves the cache.
+
+Random draws come from one generator per request (seeded by the request), so a result depends only on its own
+prompt, template and seed. For a single unconstrained request it equals `model.generate` of transformers under
+`torch.manual_seed(seed)`, token for token (tests/test_parity.py).
+"""
+
+from __future__ import annotations
+
+import copy
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+
+import torch
+from transformers import DynamicCache
+
+from diffreason.canvas import CanvasConstraint, CanvasTemplate
+from diffreason.errors import ConfigError, TemplateError
+from diffreason.model import DiffusionLM
+from diffreason.sampler import DenoiseState, RenoiseSampler, SamplerConfig, StepOutput
+
+
+@dataclass
+class GenerationRequest:
+    prompt: str | Sequence[int] = ""
+    template: CanvasTemplate | None = None
+    seed: int = 0
+    max_new_tokens: int | None = None
+
+
+@dataclass
+class StepTrace:
+    """One denoising step of one request, for visualisation."""
+
+    canvas_index: int
+    step: int  # 1-based within the canvas
+    canvas: list[int]  # the noisy canvas after the step (accepted samples + noise)
+    argmax: list[int]  # the argmax canvas of the step (what would be committed now)
+    accepted: list[bool]
+    mean_entropy: float
+
+
+@dataclass
+class GenerationResult:
+    prompt_ids: list[int]
+    tokens: list[int]  # generated tokens up to, not including, the first EOS
+    raw_tokens: list[int]  # the committed canvases as transformers returns them (pad after EOS)
+    text: str
+    steps: list[int]  # denoising steps used, per canvas
+    stopped_early: list[bool]  # per canvas: converged before the step budget
+    finished: bool  # an EOS was generated
+    seconds: float
+    trace: list[StepTrace] | None = None
+
+    def to_dict(self, with_trace: bool = False) -> dict:
+        out = asdict(self)
+        if not with_trace:
+            out.pop("trace")
+        return out
+
+
+@dataclass
+class EngineStats:
+    """Wall time split of the last `generate` call (filled when the engine profiles)."""
+
+    encode: float = 0.0
+    forward: float = 0.0
+    sampler: float = 0.0
+    steps: int = 0
+    extra: dict = field(default_factory=dict)
+
+
+StepCallback = Callable[[int, StepTrace], None]  # (request index, trace of its step)
+
+
+class Engine:
+    """Runs the renoise sampler of `sampler` (default: the checkpoint's) with `lm` over prompts and templates."""
+
+    def __init__(
+        self,
+        lm: DiffusionLM,
+        sampler: RenoiseSampler | SamplerConfig | None = None,
+        max_batch_size: int = 64,
+        profile: bool = False,
+    ):
+        self.lm = lm
+        if sampler is None or isinstance(sampler, SamplerConfig):
+            sampler = RenoiseSampler(sampler or lm.sampler_config)
+        self.sampler = sampler
+        self.max_batch_size = max_batch_size
+        self.profile = profile
+        self.stats = EngineStats()
+
+    @property
+    def model(self):
+        return self.lm.model
+
+    @property
+    def device(self) -> torch.device:
+        return self.lm.model.device
+
+    # -- public API -------------------------------------------------------------------------------------------------
+
+    def generate(
+        self,
+        prompt: str | Sequence[int] = "",
+        *,
+        template: CanvasTemplate | None = None,
+        seed: int = 0,
+        max_new_tokens: int | None = None,
+        trace: bool = False,
+        callback: StepCallback | None = None,
+    ) -> GenerationResult:
+        request = GenerationRequest(prompt, template, seed, max_new_tokens)
+        return self.generate_batch([request], trace=trace, callback=callback)[0]
+
+    def generate_batch(
+        self, requests: Sequence[GenerationRequest], trace: bool = False, callback: StepCallback | None = None
+    ) -> list[GenerationResult]:
+        """Results in request order. Requests run in batches of `max_batch_size`, longest prompts together."""
+        self.stats = EngineStats()
+        prepared = [self._prepare(r) for r in requests]
+        order = sorted(range(len(prepared)), key=lambda i: -len(prepared[i][0]))
+        results: list[GenerationResult | None] = [None] * len(prepared)
+        for start in range(0, len(order), self.max_batch_size):
+            chunk = order[start : start + self.max_batch_size]
+            for i, res in zip(chunk, self._run([prepared[i] for i in chunk], chunk, trace, callback)):
+                results[i] = res
+        return results  # type: ignore[return-value]
+
+    # -- internals --------------------------------------------------------------------------------------------------
+
+    def _prepare(self, r: GenerationRequest) -> tuple[list[int], CanvasTemplate | None, int, int]:
+        tok = self.lm.tokenizer
+        if isinstance(r.prompt, str):
+            ids = [tok.bos_token_id] + tok.encode(r.prompt, add_special_tokens=False)
+        else:
+            ids = [int(t) for t in r.prompt]
+            if not ids:
+                ids = [tok.bos_token_id]
+            bad = [t for t in ids if not 0 <= t < self.lm.vocab_size]
+            if bad:
+                raise ConfigError(f"prompt token {bad[0]} is outside the vocabulary [0, {self.lm.vocab_size})")
+        canvas = self.lm.canvas_length
+        default = getattr(self.model.generation_config, "max_new_tokens", None) or 256
+        template = r.template
+        if template is not None:
+            if template.vocab_size != self.lm.vocab_size:
+                raise TemplateError(
+                    f"template is over a vocabulary of {template.vocab_size}, the model's has {self.lm.vocab_size}"
+                )
+            if r.max_new_tokens is not None and r.max_new_tokens < len(template):
+                raise TemplateError(f"max_new_tokens={r.max_new_tokens} is shorter than the template ({len(template)})")
+            default = len(template)
+        max_new = r.max_new_tokens if r.max_new_tokens is not None else default
+        if max_new < 1:
+            raise ConfigError(f"max_new_tokens must be at least 1, got {max_new}")
+        return ids, template, int(r.seed), -(-max_new // canvas)
+
+    @torch.inference_mode()
+    def _run(self, batch, request_ids, trace, callback) -> list[GenerationResult]:
+        lm, model, device, sampler = self.lm, self.lm.model, self.device, self.sampler
+        C, V = lm.canvas_length, lm.vocab_size
+        pad = lm.tokenizer.pad_token_id if lm.tokenizer.pad_token_id is not None else 0
+        eos = lm.tokenizer.eos_token_id
+        t0 = time.perf_counter()
+        B = len(batch)
+        lens = torch.tensor([len(b[0]) for b in batch])
+        P = int(lens.max())
+        padded = bool((lens != P).any())
+        input_ids = torch.full((B, P), pad, dtype=torch.long)
+        attention = torch.zeros((B, P), dtype=torch.bool)
+        for i, (ids, *_) in enumerate(batch):
+            input_ids[i, P - len(ids) :] = torch.tensor(ids)
+            attention[i, P - len(ids) :] = True
+        input_ids, attention, lens = input_ids.to(device), attention.to(device), lens.to(device)
+        # Positions: shared arange (as transformers) without padding, per-row positions that skip pads with it.
+        arange_c = torch.arange(C, dtype=torch.int32, device=device)
+        if padded:
+            enc_pos = (attention.cumsum(-1) - 1).clamp(min=0).to(torch.int32)
+        else:
+            enc_pos = torch.arange(P, dtype=torch.int32, device=device)[None]
+        generators = []
+        for _, _, seed, _ in batch:
+            g = torch.Generator(device=device)
+            g.manual_seed(seed)
+            generators.append(g)
+
+        cache = DynamicCache(config=model.config.get_text_config(decoder=True))
+        alive = list(range(B))  # batch rows still generating
+        new_ids = input_ids
+        out_tokens: list[list[int]] = [[] for _ in range(B)]
+        steps: list[list[int]] = [[] for _ in range(B)]
+        early: list[list[bool]] = [[] for _ in range(B)]
+        finished = [False] * B
+        traces: list[list[StepTrace]] = [[] for _ in range(B)]
+        n_canvases = max(b[3] for b in batch)
+
+        for k in range(n_canvases):
+            # a. encode what the cache lacks: the prompt, then each committed canvas
+            t = self._tick()
+            enc_mask = model.model.encoder.create_masks_for_generate(
+                config=model.config,
+                inputs_embeds=torch.empty((len(alive), new_ids.shape[1], 0), dtype=model.dtype, device=device),
+                attention_mask=attention,
+                past_key_values=cache,
+                position_ids=enc_pos,
+            )
+            model.model.encoder(input_ids=new_ids, attention_mask=enc_mask, past_key_values=cache, position_ids=enc_pos)
+            self.stats.encode += self._tock(t)
+
+            # b. a fresh canvas per alive row, constrained by its template's part on canvas k
+            rows_batch = [batch[i] for i in alive]
+            templates = [
+                (b[1].canvas(k, C) if b[1] is not None else CanvasTemplate.unconstrained(C, V)) for b in rows_batch
+            ]
+            constraint = CanvasConstraint.from_templates(templates, device=device)
+            state = sampler.init_state(len(alive), C, V, [generators[i] for i in alive], constraint, device)
+            dec_attention = torch.nn.functional.pad(attention, (0, C), value=True)
+            dec_pos = (
+                (lens[alive, None] + k * C + arange_c).to(torch.int32) if padded else (P + k * C + arange_c)[None]
+            )
+            full_mask = model.model.decoder.create_diffusion_decoder_attention_mask(
+                config=model.config,
+                inputs_embeds=state.canvas.unsqueeze(-1),
+                past_key_values=cache,
+                decoder_attention_mask=dec_attention,
+            )
+            views: dict[tuple, tuple] = {}
+
+            # c. denoise until every row of the canvas has stopped
+            while not bool(state.done.all()):
+                rows = state.active_rows()
+                t = self._tick()
+                step_cache, mask, pos = self._rows_view(views, rows, state.batch_size, cache, full_mask, dec_pos)
+                sc = state.self_conditioning
+                logits = model(
+                    decoder_input_ids=state.canvas if sc is None or rows.numel() == state.batch_size else state.canvas[rows],
+                    past_key_values=step_cache,
+                    self_conditioning_logits=None if sc is None else (sc if rows.numel() == state.batch_size else sc[rows]),
+                    decoder_attention_mask=mask,
+                    decoder_position_ids=pos,
+                ).logits
+                self.stats.forward += self._tock(t)
+                t = self._tick()
+                out = sampler.step(logits, state, rows)
+                self.stats.sampler += self._tock(t)
+                self.stats.steps += 1
+                if trace or callback is not None:
+                    self._record(state, out, k, alive, request_ids, traces if trace else None, callback)
+
+            # d. commit the argmax canvas; tokens after EOS become pad (as transformers does)
+            committed = state.argmax
+            is_eos = committed == eos if eos is not None else torch.zeros_like(committed, dtype=torch.bool)
+            eos_seen = is_eos.cumsum(-1)
+            after_eos = (eos_seen > 0) & ~((eos_seen == 1) & is_eos)
+            committed = committed.masked_fill(after_eos, pad)
+            has_eos = is_eos.any(-1).tolist()
+            for j, i in enumerate(alive):
+                out_tokens[i].extend(committed[j].tolist())
+                steps[i].append(int(state.steps_taken[j]))
+                early[i].append(bool(state.stopped_early[j]))
+                finished[i] = has_eos[j]
+
+            # e. requests that are done leave the batch and the cache
+            keep = [j for j, i in enumerate(alive) if not finished[i] and k + 1 < batch[i][3]]
+            if not keep or k + 1 == n_canvases:
+                break
+            if len(keep) < len(alive):
+                cache.batch_select_indices(torch.tensor(keep, device=device))
+            keep_t = torch.tensor(keep, device=device)
+            alive = [alive[j] for j in keep]
+            new_ids = committed[keep_t]
+            attention = dec_attention[keep_t]
+            enc_pos = dec_pos[keep_t] if padded else dec_pos
+
+        seconds = time.perf_counter() - t0
+        results = []
+        for i, (ids, *_rest) in enumerate(batch):
+            raw = out_tokens[i]
+            cut = raw.index(eos) if eos is not None and eos in raw else len(raw)
+            tokens = raw[:cut]
+            results.append(
+                GenerationResult(
+                    prompt_ids=list(ids),
+                    tokens=tokens,
+                    raw_tokens=raw,
+                    text=lm.tokenizer.decode(tokens, skip_special_tokens=True),
+                    steps=steps[i],
+                    stopped_early=early[i],
+                    finished=finished[i],
+                    seconds=seconds,
+                    trace=traces[i] if trace else None,
+                )
+            )
+        return results
+
+    @staticmethod
+    def _rows_view(views, rows, batch_size, cache, full_mask, dec_pos):
+        """Cache, masks and positions for the subset `rows` of the canvas batch (memoised per subset)."""
+        if rows.numel() == batch_size:
+            return cache, full_mask, dec_pos
+        key = tuple(rows.tolist())
+        if key not in views:
+            views.clear()  # subsets only shrink; older views are dead
+            sub = copy.copy(cache)
+            sub.layers = []
+            for layer in cache.layers:
+                layer = copy.copy(layer)
+                if getattr(layer, "keys", None) is not None and layer.keys.numel():
+                    layer.keys, layer.values = layer.keys[rows], layer.values[rows]
+                sub.layers.append(layer)
+            mask = {
+                name: (m[rows] if isinstance(m, torch.Tensor) and m.shape[0] == batch_size else m)
+                for name, m in full_mask.items()
+            }
+            pos = dec_pos[rows] if dec_pos.shape[0] == batch_size and batch_size > 1 else dec_pos
+            views[key] = (sub, mask, pos)
+        return views[key]
+
+    def _record(self, state: DenoiseState, out: StepOutput, k, alive, request_ids, traces, callback) -> None:
+        for j, row in enumerate(out.rows.tolist()):
+            i = alive[row]
+            st = StepTrace(
+                canvas_index=k,
+                step=int(state.steps_taken[row]),
+                canvas=state.canvas[row].tolist(),
+                argmax=state.argmax[row].tolist(),
+                accepted=out.accepted[j].tolist(),
+                mean_entropy=float(out.mean_entropy[j]),
+            )
+            if traces is not None:
+                traces[i].append(st)
+            if callback is not None:
+                callback(request_ids[i], st)
+
+    def _tick(self) -> float:
+        if self.profile and self.device.type == "cuda":
+            torch.cuda.synchronize()
+        return time.perf_counter()
+
+    def _tock(self, t: float) -> float:
+        if self.profile and self.device.type == "cuda":
+            torch.cuda.synchronize()
+        return time.perf_counter() - t

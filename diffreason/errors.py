@@ -1,0 +1,17 @@
+"""User-facing errors: one clear message, never a traceback from the CLI."""
+
+
+class DiffreasonError(Exception):
+    """An error caused by what the user gave (a path, a template, an option), with a message that says how to fix it."""
+
+
+class ModelLoadError(DiffreasonError):
+    """A checkpoint directory is missing, corrupt, or not a DiffusionGemma checkpoint."""
+
+
+class TemplateError(DiffreasonError):
+    """A canvas template is malformed (empty allowed set, token out of range, length mismatch)."""
+
+
+class ConfigError(DiffreasonError):
+    """A sampler or engine option is out of range."""

@@ -1,0 +1,51 @@
+"""A small byte-level BPE tokenizer, trained locally with `tokenizers`, for the tiny checkpoints we build and ship.
+
+Special tokens follow Gemma's layout (pad 0, eos 1, bos 2) so that config defaults and SGLang's expectations hold.
+Byte-level means every string round-trips, whatever the merges learned.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+from transformers import PreTrainedTokenizerFast
+
+PAD, EOS, BOS, UNK = "<pad>", "<eos>", "<bos>", "<unk>"
+# Reserved ids for the multimodal markers that DiffusionGemmaConfig insists on (boi / eoi / image); never sampled in
+# practice but they must exist inside the vocabulary of a tiny model.
+IMAGE_MARKERS = ("<start_of_image>", "<end_of_image>", "<image_soft_token>")
+SPECIAL_TOKENS = [PAD, EOS, BOS, UNK, *IMAGE_MARKERS]
+
+# A small, fixed training corpus: the tokenizer of a tiny demo checkpoint only has to be deterministic and cover bytes.
+_DEFAULT_CORPUS = [
+    "The quick brown fox jumps over the lazy dog.",
+    "Diffusion language models denoise a whole canvas of tokens at once.",
+    '{"name": "Ada", "age": 36, "tags": ["math", "engines"], "active": true, "score": 0.75, "note": null}',
+    "def add(a: int, b: int) -> int:\n    return a + b\n",
+    "Sudoku: every row, column and box holds the digits 1 to 9 exactly once.",
+    "0123456789 .,;:!?-+*/=<>()[]{}'\"\n\t",
+    "Hello, world! Solve the puzzle step by step and answer in JSON.",
+]
+
+
+def train_byte_bpe(texts: Iterable[str] | None = None, vocab_size: int = 512) -> PreTrainedTokenizerFast:
+    """Train a byte-level BPE on `texts` (deterministic for a given corpus) and wrap it for transformers."""
+    texts = list(texts) if texts is not None else _DEFAULT_CORPUS * 8
+    tok = Tokenizer(models.BPE(unk_token=UNK))
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size,
+        special_tokens=SPECIAL_TOKENS,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    tok.train_from_iterator(texts, trainer=trainer)
+    return wrap(tok)
+
+
+def wrap(tok: Tokenizer) -> PreTrainedTokenizerFast:
+    return PreTrainedTokenizerFast(
+        tokenizer_object=tok, pad_token=PAD, eos_token=EOS, bos_token=BOS, unk_token=UNK
+    )

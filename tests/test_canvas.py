@@ -1,0 +1,77 @@
+"""Canvas templates: compact masks, validation errors, slicing into canvases."""
+
+import pytest
+import torch
+
+from diffreason import CanvasConstraint, CanvasTemplate, TemplateError
+
+
+def test_equal_allowed_sets_share_one_mask():
+    digits = range(10, 19)
+    t = CanvasTemplate.from_positions(50, [5, list(digits), None, set(digits), 7, {1, 2}])
+    assert t.masks.shape == (2, 50)
+    assert t.fixed.tolist() == [5, -1, -1, -1, 7, -1]
+    assert t.mask_index.tolist() == [-1, 0, -1, 0, -1, 1]
+    assert t.allowed(1).tolist() == list(digits)
+    assert t.allowed(2) is None and t.allowed(0).tolist() == [5]
+
+
+@pytest.mark.parametrize(
+    "positions, message",
+    [
+        ([1, set()], "position 1 has an empty allowed set"),
+        ([1, 60], "position 1 fixes token 60, outside the vocabulary"),
+        ([{3, 99}], "position 0 allows token 99, outside the vocabulary"),
+        ([], "at least one position"),
+    ],
+)
+def test_build_time_errors(positions, message):
+    with pytest.raises(TemplateError, match=message):
+        CanvasTemplate.from_positions(50, positions)
+
+
+def test_low_level_constructor_validates():
+    masks = torch.zeros(2, 10, dtype=torch.bool)
+    masks[0, 3] = True
+    with pytest.raises(TemplateError, match="length mismatch"):
+        CanvasTemplate(10, [-1, -1], [0], masks)
+    with pytest.raises(TemplateError, match="mask 1 allows no token"):
+        CanvasTemplate(10, [-1, -1], [0, 1], masks)
+    with pytest.raises(TemplateError, match="refers to mask 5"):
+        CanvasTemplate(10, [-1], [5], masks[:1])
+    with pytest.raises(TemplateError, match=r"shape \[K, 10\]"):
+        CanvasTemplate(10, [-1], [0], torch.ones(1, 9, dtype=torch.bool))
+    with pytest.raises(TemplateError, match="which its allowed set excludes"):
+        CanvasTemplate(10, [4], [0], masks[:1])
+
+
+def test_violations_and_canvases():
+    t = CanvasTemplate.from_positions(20, [1, {2, 3}, None, 4, {5}])
+    assert t.violations([1, 3, 19, 4, 5]) == []
+    assert t.violations([0, 4, 0, 4, 5]) == [0, 1]
+    assert t.violations([1, 2]) == [2, 3, 4]  # too short
+    assert t.num_canvases(2) == 3
+    last = t.canvas(2, 2)
+    assert len(last) == 2 and last.fixed.tolist() == [-1, -1] and last.allowed(0).tolist() == [5]
+    assert last.allowed(1) is None  # beyond the template: unrestricted
+
+
+def test_concatenation_shifts_mask_indices():
+    a = CanvasTemplate.from_positions(20, [{1, 2}, 3])
+    b = CanvasTemplate.from_positions(20, [{7}, None])
+    c = a + b
+    assert len(c) == 4 and c.allowed(0).tolist() == [1, 2] and c.allowed(2).tolist() == [7]
+    with pytest.raises(TemplateError, match="vocabularies"):
+        a + CanvasTemplate.from_positions(21, [1])
+
+
+def test_dense_constraint():
+    a = CanvasTemplate.from_positions(8, [1, {2, 3}, None])
+    b = CanvasTemplate.unconstrained(3, 8)
+    c = CanvasConstraint.from_templates([a, b])
+    assert c.allowed.shape == (2, 3, 8)
+    assert c.allowed[0, 0].nonzero().flatten().tolist() == [1]
+    assert c.allowed[0, 1].nonzero().flatten().tolist() == [2, 3]
+    assert bool(c.allowed[0, 2].all()) and bool(c.allowed[1].all())
+    assert c.row_restricted == [True, False]
+    assert CanvasConstraint.from_templates([b, b]) is None

@@ -1,0 +1,60 @@
+"""The command line as a user runs it: JSON output, and one-line errors with exit code 2."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+
+def run(*args, timeout=300):
+    env = {**os.environ, "PYTHONWARNINGS": "ignore"}
+    return subprocess.run(
+        [sys.executable, "-m", "diffreason.cli", *args], capture_output=True, text=True, timeout=timeout, env=env
+    )
+
+
+def test_generate_json(tiny_checkpoint):
+    p = run("generate", "--model", str(tiny_checkpoint), "--seed", "3", "--steps", "5", "--json", "Hello")
+    assert p.returncode == 0, p.stderr
+    out = json.loads(p.stdout)
+    assert isinstance(out["text"], str) and all(isinstance(t, int) for t in out["tokens"])
+    assert out["steps"] and all(1 <= s <= 5 for s in out["steps"])
+    again = json.loads(run("generate", "--model", str(tiny_checkpoint), "--seed", "3", "--steps", "5", "--json", "Hello").stdout)
+    assert again["tokens"] == out["tokens"]
+
+
+def test_generate_watch(tiny_checkpoint):
+    p = run("generate", "--model", str(tiny_checkpoint), "--steps", "3", "--watch", "Hi")
+    assert p.returncode == 0, p.stderr
+    assert "step 3/3" in p.stderr
+
+
+def test_build_model(tmp_path):
+    p = run("build-model", "--preset", "tiny", str(tmp_path / "m"))
+    assert p.returncode == 0, p.stderr
+    assert (tmp_path / "m" / "model.safetensors").is_file()
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["generate", "--model", "/nonexistent/dir", "x"], "does not exist"),
+        (["generate", "x"], "--model DIR is required"),
+        (["generate", "--bogus"], "No such option"),
+        (["generate", "--model", "CKPT", "--steps", "0", "x"], "--steps must be at least 1"),
+        (["generate", "--model", "CKPT", "--steps", "many", "x"], "Invalid value for '--steps'"),
+        (["generate", "--model", "CKPT", "--max-new-tokens", "0", "x"], "--max-new-tokens must be at least 1"),
+        (["build-model", "--preset", "huge", "OUT"], "unknown preset 'huge'"),
+        (["nosuchcommand"], "No such command"),
+    ],
+)
+def test_user_errors_are_one_line_exit_2(args, message, tiny_checkpoint, tmp_path):
+    args = [str(tiny_checkpoint) if a == "CKPT" else str(tmp_path / "out") if a == "OUT" else a for a in args]
+    p = run(*args)
+    assert p.returncode == 2
+    lines = [line for line in p.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, p.stderr
+    assert lines[0].startswith("error: ") and message in lines[0]
+    assert "Traceback" not in p.stderr
