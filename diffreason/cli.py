@@ -95,6 +95,217 @@ def build_model_cmd(
     err_console.print(f"wrote {preset} checkpoint ({n / 1e6:.2f}M parameters) to {out}")
 
 
+train_app = typer.Typer(no_args_is_help=True, help="Fine-tune a DiffusionGemma with uniform-state SFT.")
+app.add_typer(train_app, name="train")
+
+
+@train_app.command("sudoku")
+def train_sudoku(
+    run_dir: Path = typer.Option(Path("runs/sudoku-small"), "--run-dir", help="checkpoints, logs and RUN/model"),
+    preset: str = typer.Option("sudoku-small", "--preset", help="model size: sudoku-small or sudoku-base"),
+    steps: int = typer.Option(3000, "--steps", help="total optimiser steps (a rerun resumes up to this)"),
+    batch_size: int = typer.Option(64, "--batch-size"),
+    lr: float = typer.Option(1e-3, "--lr", help="peak learning rate (warmup, then cosine)"),
+    eval_every: int = typer.Option(250, "--eval-every", help="held-out solve rate every N steps (0: never)"),
+    seed: int = typer.Option(0, "--seed"),
+    device: str = typer.Option("auto", "--device", help="auto, cpu or cuda"),
+) -> None:
+    """Train a Sudoku solver (resumable: rerun the same command to continue)."""
+    import torch
+
+    from diffreason.tasks import sudoku
+    from diffreason.train import TrainConfig, resume_or_build, train
+
+    if device == "auto":
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    if device not in ("cpu", "cuda") or (device == "cuda" and not torch.cuda.is_available()):
+        raise DiffreasonError(f"--device {device} is not available here; use cpu")
+    try:
+        cfg = TrainConfig(steps=steps, batch_size=batch_size, lr=lr, eval_every=eval_every, seed=seed)
+    except ValueError as exc:
+        raise DiffreasonError(" ".join(str(exc).split())) from None
+    lm = resume_or_build(run_dir, lambda: sudoku.build_sudoku_model(preset, seed))
+    lm.model.to(device)
+    stream = sudoku.SudokuStream(seed)
+    batches = sudoku.sft_batches(stream, torch.Generator().manual_seed(seed))
+    train(
+        lm, batches, cfg, run_dir, evaluate=sudoku.heldout_evaluator(),
+        stream_state=(stream.state_dict, stream.load_state_dict), console=err_console,
+    )
+    err_console.print(f"model written to {run_dir / 'model'}")
+
+
+solve_app = typer.Typer(no_args_is_help=True, help="Solve constraint problems with a diffusion model.")
+app.add_typer(solve_app, name="solve")
+eval_app = typer.Typer(no_args_is_help=True, help="Evaluate models; reports go to evals/reports.")
+app.add_typer(eval_app, name="eval")
+
+EMBEDDED_SUDOKU = Path(__file__).parent / "weights" / "sudoku-small"
+
+
+def _sudoku_model(model: Path | None):
+    from diffreason.model import load_model
+
+    if model is None:
+        if not (EMBEDDED_SUDOKU / "config.json").is_file():
+            raise DiffreasonError(f"the embedded Sudoku model is missing ({EMBEDDED_SUDOKU}); pass --model DIR")
+        model = EMBEDDED_SUDOKU
+    return load_model(model)
+
+
+def _read_puzzles(puzzle: str | None, file: Path | None) -> list[tuple[str, list[int]]]:
+    from diffreason.tasks import sudoku
+
+    if puzzle is not None and file is not None:
+        raise DiffreasonError("give a PUZZLE or --file, not both")
+    if file is not None:
+        if not file.is_file():
+            raise DiffreasonError(f"--file {str(file)!r} does not exist")
+        source, text = str(file), file.read_text()
+    elif puzzle is not None:
+        source, text = None, puzzle
+    else:
+        if sys.stdin.isatty():
+            raise DiffreasonError("no puzzle: give PUZZLE, --file F (one per line) or puzzles on stdin")
+        source, text = "stdin", sys.stdin.read()
+    lines = [text] if source is None else text.splitlines()
+    # A 9-line grid (or any text whose cells add up to 81 only together) is one puzzle.
+    if source is not None and len(lines) > 1 and all(len(ln.strip()) < 81 for ln in lines if ln.strip()):
+        lines = [text]
+    out = []
+    for n, line in enumerate(lines, 1):
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        try:
+            out.append((line.strip(), sudoku.parse(line)))
+        except sudoku.SudokuError as exc:
+            raise DiffreasonError(f"{source} line {n}: {exc}" if source and len(lines) > 1 else str(exc)) from None
+    if not out:
+        raise DiffreasonError(f"no puzzle found in {source}")
+    return out
+
+
+@solve_app.command("sudoku")
+def solve_sudoku(
+    puzzle: str = typer.Argument(None, help="81 cells, '.' or '0' for blanks (or use --file / stdin)"),
+    file: Path = typer.Option(None, "--file", "-f", help="one puzzle per line"),
+    model: Path = typer.Option(None, "--model", "-m", help="Sudoku checkpoint (default: the embedded one)"),
+    mode: str = typer.Option("model", "--mode", help="model (plain sampler) or verified (task-aware re-noising)"),
+    steps: int = typer.Option(None, "--steps", help="max denoising steps (default: the checkpoint's, 48)"),
+    seed: int = typer.Option(0, "--seed"),
+    batch_size: int = typer.Option(64, "--batch-size"),
+    watch: bool = typer.Option(False, "--watch", help="show the grid denoising live (first puzzle)"),
+    as_json: bool = typer.Option(False, "--json", help="JSON lines, one object per puzzle, in input order"),
+) -> None:
+    """Solve Sudoku puzzles with a diffusion model."""
+    import time
+
+    from rich.progress import Progress
+
+    from diffreason.tasks import sudoku
+
+    if mode not in sudoku.MODES:
+        raise DiffreasonError(f"--mode must be one of {', '.join(sudoku.MODES)}, got {mode!r}")
+    if steps is not None and steps < 1:
+        raise DiffreasonError(f"--steps must be at least 1, got {steps}")
+    if batch_size < 1:
+        raise DiffreasonError(f"--batch-size must be at least 1, got {batch_size}")
+    items = _read_puzzles(puzzle, file)
+    lm = _sudoku_model(model)
+    sudoku.check_vocabulary(lm)
+    t = time.perf_counter()
+    grids = [g for _, g in items]
+    watcher = GridWatcher([g for g in grids[:1]], steps or lm.sampler_config.max_denoising_steps) if watch else None
+    if len(grids) > 1 and not watch:
+        with Progress(console=err_console, transient=True) as bar:
+            task = bar.add_task("solving", total=len(grids))
+            results = sudoku.solve(lm, grids, mode, seed, steps, batch_size, progress=lambda k: bar.advance(task, k))
+    elif watcher is not None:
+        with watcher:
+            results = sudoku.solve(lm, grids, mode, seed, steps, batch_size, callback=watcher)
+    else:
+        results = sudoku.solve(lm, grids, mode, seed, steps, batch_size)
+    elapsed = time.perf_counter() - t
+    out = Console()
+    for (_, grid), res in zip(items, results):
+        if as_json:
+            print(json.dumps(res.to_dict()))
+            continue
+        cells = [int(c) for c in res.solution] if res.solution else grid
+        out.print(Text(sudoku.to_grid(cells)))
+        verdict = "solved" if res.solved else "NOT solved"
+        out.print(f"{verdict} in {res.steps} steps (mode {res.mode})\n")
+    if not as_json:
+        n_solved = sum(r.solved for r in results)
+        err_console.print(f"{n_solved}/{len(results)} solved, {elapsed:.2f}s ({len(results) / elapsed:.1f} puzzles/s)")
+
+
+@eval_app.command("sudoku")
+def eval_sudoku(
+    model: Path = typer.Option(None, "--model", "-m", help="Sudoku checkpoint (default: the embedded one)"),
+    n: int = typer.Option(100, "--n", help="puzzles per tier"),
+    tiers: str = typer.Option("easy,medium,hard,extreme", "--tiers"),
+    modes: str = typer.Option("model,verified", "--modes"),
+    budgets: str = typer.Option("12,24,48", "--budgets", help="step budgets; the largest is the early-stop run"),
+    seed: int = typer.Option(2026, "--seed", help="generator seed of the eval puzzles"),
+    out: Path = typer.Option(Path("evals/reports"), "--out", help="report directory"),
+) -> None:
+    """Solve rate vs denoising steps per tier, both modes; writes sudoku.json / .md / .png."""
+    from diffreason.evals.sudoku_eval import run_eval, write_report
+    from diffreason.tasks import sudoku
+
+    tier_list = [t.strip() for t in tiers.split(",") if t.strip()]
+    mode_list = [m.strip() for m in modes.split(",") if m.strip()]
+    bad = [t for t in tier_list if t not in sudoku.TIERS] + [m for m in mode_list if m not in sudoku.MODES]
+    if bad:
+        raise DiffreasonError(f"unknown tier or mode {bad[0]!r}")
+    try:
+        budget_list = [int(b) for b in budgets.split(",")]
+    except ValueError:
+        raise DiffreasonError(f"--budgets must be comma-separated integers, got {budgets!r}") from None
+    if n < 1 or not budget_list or min(budget_list) < 1:
+        raise DiffreasonError("--n and every budget must be at least 1")
+    lm = _sudoku_model(model)
+    sudoku.check_vocabulary(lm)
+    report = run_eval(lm, tier_list, n, mode_list, budget_list, seed, progress=lambda s: err_console.print(f"done {s}"))
+    command = "diffreason eval sudoku " + " ".join(sys.argv[3:]) if len(sys.argv) > 3 else "diffreason eval sudoku"
+    for path in write_report(report, out, command):
+        err_console.print(f"wrote {path}")
+    print((out / "sudoku.md").read_text())
+
+
+class GridWatcher:
+    """Live Sudoku grid: givens bold, cells accepted this step green, the rest the model's current guess, dim."""
+
+    def __init__(self, grids, max_steps: int):
+        self.grid = grids[0]
+        self.max_steps = max_steps
+        self.live = Live(console=err_console, auto_refresh=False)
+
+    def __enter__(self):
+        self.live.__enter__()
+        return self
+
+    def __exit__(self, *exc):
+        self.live.__exit__(*exc)
+
+    def __call__(self, request: int, trace) -> None:
+        from diffreason.tasks import sudoku
+
+        if request != 0:
+            return
+        text = Text(f"step {trace.step}/{self.max_steps}  mean entropy {trace.mean_entropy:.3f}\n", style="bold")
+        for i, tok in enumerate(trace.argmax[: sudoku.CELLS]):
+            digit = str((tok - sudoku.FREE_BASE) % 9 + 1)
+            style = "bold" if self.grid[i] else ("bold green" if trace.accepted[i] else "dim")
+            text.append(digit, style=style)
+            if i % 9 == 8:
+                text.append("\n" + ("------+-------+------\n" if i in (26, 53) else ""))
+            else:
+                text.append(" | " if i % 3 == 2 else " ")
+        self.live.update(text, refresh=True)
+
+
 class CanvasWatcher:
     """Live terminal view of a denoising canvas: accepted tokens bright, re-noised ones dim (cf. llama.cpp's
     --diffusion-visual)."""

@@ -77,6 +77,8 @@ class EngineStats:
 
 
 StepCallback = Callable[[int, StepTrace], None]  # (request index, trace of its step)
+# Called after every sampler step with the state and the rows it advanced; may edit the canvas (task-aware modes).
+StepHook = Callable[[DenoiseState, torch.Tensor], None]
 
 
 class Engine:
@@ -116,12 +118,17 @@ class Engine:
         max_new_tokens: int | None = None,
         trace: bool = False,
         callback: StepCallback | None = None,
+        step_hook: StepHook | None = None,
     ) -> GenerationResult:
         request = GenerationRequest(prompt, template, seed, max_new_tokens)
-        return self.generate_batch([request], trace=trace, callback=callback)[0]
+        return self.generate_batch([request], trace=trace, callback=callback, step_hook=step_hook)[0]
 
     def generate_batch(
-        self, requests: Sequence[GenerationRequest], trace: bool = False, callback: StepCallback | None = None
+        self,
+        requests: Sequence[GenerationRequest],
+        trace: bool = False,
+        callback: StepCallback | None = None,
+        step_hook: StepHook | None = None,
     ) -> list[GenerationResult]:
         """Results in request order. Requests run in batches of `max_batch_size`, longest prompts together."""
         self.stats = EngineStats()
@@ -130,7 +137,7 @@ class Engine:
         results: list[GenerationResult | None] = [None] * len(prepared)
         for start in range(0, len(order), self.max_batch_size):
             chunk = order[start : start + self.max_batch_size]
-            for i, res in zip(chunk, self._run([prepared[i] for i in chunk], chunk, trace, callback)):
+            for i, res in zip(chunk, self._run([prepared[i] for i in chunk], chunk, trace, callback, step_hook)):
                 results[i] = res
         return results  # type: ignore[return-value]
 
@@ -164,7 +171,7 @@ class Engine:
         return ids, template, int(r.seed), -(-max_new // canvas)
 
     @torch.inference_mode()
-    def _run(self, batch, request_ids, trace, callback) -> list[GenerationResult]:
+    def _run(self, batch, request_ids, trace, callback, step_hook) -> list[GenerationResult]:
         lm, model, device, sampler = self.lm, self.lm.model, self.device, self.sampler
         C, V = lm.canvas_length, lm.vocab_size
         pad = lm.tokenizer.pad_token_id if lm.tokenizer.pad_token_id is not None else 0
@@ -250,6 +257,8 @@ class Engine:
                 self.stats.forward += self._tock(t)
                 t = self._tick()
                 out = sampler.step(logits, state, rows)
+                if step_hook is not None:
+                    step_hook(state, rows)
                 self.stats.sampler += self._tock(t)
                 self.stats.steps += 1
                 if trace or callback is not None:

@@ -1,0 +1,207 @@
+"""Uniform-state SFT for DiffusionGemma: the reference objective, resumable, on CPU or GPU.
+
+Per example: t ~ U(t_min, 1); each corruptible (free) canvas position is replaced, with probability t, by a uniform
+random token from its allowed set (no mask token); cross-entropy of the clean canvas under the template's allowed sets
+(no 1/t weight), averaged over the corruptible positions; plus the encoder's next-token loss on the prompt when there is
+one. Self-conditioning is trained in two passes: pass 1 without it (no grad); per example with probability p its logits
+condition pass 2, otherwise the signal is exactly zero (`self_conditioning_mask`).
+
+A task supplies batches (`SFTBatch`); `train()` owns the loop: AdamW with warmup + cosine decay, gradient clipping, a
+rich progress bar (loss, steps/s), periodic evaluation, and checkpoints (model, optimiser, scheduler, step, RNG, data
+stream) that a rerun resumes from. The model is always written as an HF directory (`RUN/model`).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from pydantic import BaseModel, ConfigDict, Field
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+from transformers import DynamicCache
+
+from diffreason.model import DiffusionLM, load_model
+
+
+class TrainConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    steps: int = Field(3000, ge=1)
+    batch_size: int = Field(64, ge=1)
+    lr: float = Field(1e-3, gt=0)
+    warmup: int = Field(100, ge=0)
+    min_lr_ratio: float = Field(0.1, ge=0, le=1)
+    weight_decay: float = Field(0.01, ge=0)
+    grad_clip: float = Field(1.0, gt=0)
+    self_conditioning_p: float = Field(0.5, ge=0, le=1)
+    t_min: float = Field(1e-3, gt=0, lt=1)
+    ar_loss_weight: float = Field(1.0, ge=0)
+    eval_every: int = Field(250, ge=0)
+    save_every: int = Field(100, ge=1)
+    seed: int = 0
+
+
+@dataclass
+class SFTBatch:
+    prompt_ids: torch.Tensor  # [B, P]
+    target: torch.Tensor  # [B, C] clean canvas
+    noise: torch.Tensor  # [B, C] a uniform draw from each position's allowed set
+    corruptible: torch.Tensor  # [B, C] bool: free positions (the template's fixed ones never change)
+    allowed: torch.Tensor | None = None  # [B, C, V] bool; None = the whole vocabulary
+
+    def to(self, device) -> "SFTBatch":
+        move = lambda x: None if x is None else x.to(device)  # noqa: E731
+        return SFTBatch(*(move(getattr(self, f)) for f in ("prompt_ids", "target", "noise", "corruptible", "allowed")))
+
+
+def _forward(model, batch: SFTBatch, canvas, sc_logits=None, sc_mask=None):
+    cache = DynamicCache(config=model.config.get_text_config(decoder=True))
+    return model(
+        input_ids=batch.prompt_ids,
+        decoder_input_ids=canvas,
+        past_key_values=cache,
+        self_conditioning_logits=sc_logits,
+        self_conditioning_mask=sc_mask,
+    )
+
+
+def sft_loss(model, batch: SFTBatch, cfg: TrainConfig, generator: torch.Generator) -> tuple[torch.Tensor, dict]:
+    """The uniform-state SFT loss of one batch (see the module docstring)."""
+    B, C = batch.target.shape
+    device = batch.target.device
+    t = cfg.t_min + (1 - cfg.t_min) * torch.rand(B, 1, generator=generator, device=device)
+    corrupt = batch.corruptible & (torch.rand(B, C, generator=generator, device=device) < t)
+    canvas = torch.where(corrupt, batch.noise, batch.target)
+
+    def constrain(logits):
+        return logits if batch.allowed is None else logits.masked_fill(~batch.allowed, float("-inf"))
+
+    sc_logits = sc_mask = None
+    if cfg.self_conditioning_p > 0:
+        with torch.no_grad():
+            sc_logits = constrain(_forward(model, batch, canvas).logits)
+        sc_mask = torch.rand(B, generator=generator, device=device) < cfg.self_conditioning_p
+    out = _forward(model, batch, canvas, sc_logits, sc_mask)
+    logits = constrain(out.logits)
+    ce = torch.nn.functional.cross_entropy(logits.flatten(0, 1), batch.target.flatten(), reduction="none").view(B, C)
+    weight = batch.corruptible.float()
+    diffusion = (ce * weight).sum() / weight.sum().clamp(min=1)
+    loss = diffusion
+    metrics = {"diffusion_loss": float(diffusion.detach())}
+    if batch.prompt_ids.shape[1] > 1 and cfg.ar_loss_weight > 0:
+        # The causal encoder's next-token loss on the prompt, with the model's own head and soft-capping.
+        cap = model.config.text_config.final_logit_softcapping
+        enc_logits = model.lm_head(out.encoder_last_hidden_state).float()
+        if cap:
+            enc_logits = torch.tanh(enc_logits / cap) * cap
+        ar = torch.nn.functional.cross_entropy(enc_logits[:, :-1].flatten(0, 1), batch.prompt_ids[:, 1:].flatten())
+        loss = loss + cfg.ar_loss_weight * ar
+        metrics["ar_loss"] = float(ar.detach())
+    with torch.no_grad():
+        acc = ((logits.argmax(-1) == batch.target) | ~batch.corruptible).all(-1).float().mean()
+    metrics["canvas_acc"] = float(acc)
+    return loss, metrics
+
+
+def lr_at(step: int, cfg: TrainConfig) -> float:
+    if step < cfg.warmup:
+        return cfg.lr * (step + 1) / cfg.warmup
+    progress = (step - cfg.warmup) / max(1, cfg.steps - cfg.warmup)
+    return cfg.lr * (cfg.min_lr_ratio + (1 - cfg.min_lr_ratio) * 0.5 * (1 + math.cos(math.pi * min(1.0, progress))))
+
+
+def train(
+    lm: DiffusionLM,
+    batches: Callable[[int, float], SFTBatch],
+    cfg: TrainConfig,
+    run_dir: str | Path,
+    evaluate: Callable[[DiffusionLM], dict] | None = None,
+    stream_state: tuple[Callable[[], dict], Callable[[dict], None]] | None = None,
+    console: Console | None = None,
+) -> DiffusionLM:
+    """Train `lm` in place on `batches(batch_size, progress)`; resume from `run_dir` if a checkpoint is there."""
+    console = console or Console(stderr=True)
+    run_dir = Path(run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    model = lm.model
+    device = model.device
+    optim = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay, betas=(0.9, 0.98))
+    generator = torch.Generator(device=device).manual_seed(cfg.seed)
+    step = 0
+    state_file = run_dir / "trainer_state.pt"
+    if state_file.is_file():
+        state = torch.load(state_file, map_location=device, weights_only=False)
+        model.load_state_dict(state["model"])
+        optim.load_state_dict(state["optim"])
+        generator.set_state(state["generator"].to(generator.device) if device.type != "cuda" else state["generator"])
+        torch.set_rng_state(state["torch_rng"])
+        if stream_state and state.get("stream"):
+            stream_state[1](state["stream"])
+        step = state["step"]
+        console.print(f"resuming from step {step} ({state_file})")
+    (run_dir / "train_config.json").write_text(cfg.model_dump_json(indent=2))
+    log = (run_dir / "log.jsonl").open("a")
+
+    def save():
+        torch.save(
+            {
+                "model": model.state_dict(),
+                "optim": optim.state_dict(),
+                "generator": generator.get_state(),
+                "torch_rng": torch.get_rng_state(),
+                "stream": stream_state[0]() if stream_state else None,
+                "step": step,
+            },
+            state_file.with_suffix(".tmp"),
+        )
+        state_file.with_suffix(".tmp").replace(state_file)
+        lm.save(run_dir / "model")
+
+    model.train()
+    t_last, s_last = time.perf_counter(), step
+    with Progress(
+        TextColumn("[bold]train"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[info]}"),
+        TimeRemainingColumn(), console=console,
+    ) as bar:
+        task = bar.add_task("train", total=cfg.steps, completed=step, info="")
+        while step < cfg.steps:
+            for group in optim.param_groups:
+                group["lr"] = lr_at(step, cfg)
+            batch = batches(cfg.batch_size, step / cfg.steps).to(device)
+            loss, metrics = sft_loss(model, batch, cfg, generator)
+            optim.zero_grad(set_to_none=True)
+            loss.backward()
+            grad_norm = float(torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip))
+            optim.step()
+            step += 1
+            now = time.perf_counter()
+            rate = (step - s_last) / max(1e-9, now - t_last)
+            loss = loss.detach()
+            record = {"step": step, "loss": float(loss), "lr": lr_at(step - 1, cfg), "grad_norm": grad_norm, **metrics}
+            bar.update(task, completed=step, info=f"loss {float(loss):.4f}  {rate:.2f} steps/s")
+            if step % 20 == 0:
+                t_last, s_last = now, step
+            if evaluate is not None and cfg.eval_every and (step % cfg.eval_every == 0 or step == cfg.steps):
+                model.eval()
+                record["eval"] = evaluate(lm)
+                model.train()
+                console.print(f"step {step}: {record['eval']}")
+            log.write(json.dumps(record) + "\n")
+            log.flush()
+            if step % cfg.save_every == 0 or step == cfg.steps:
+                save()
+    model.eval()
+    log.close()
+    return lm
+
+
+def resume_or_build(run_dir: str | Path, build: Callable[[], DiffusionLM]) -> DiffusionLM:
+    """The run's model if it has one (its weights are then overwritten by the trainer state), else a new one."""
+    model_dir = Path(run_dir) / "model"
+    return load_model(model_dir) if (model_dir / "config.json").is_file() else build()

@@ -1,0 +1,245 @@
+"""Sudoku task: parsing, verifier, exact solver, generator tiers, template, training data, solving, CLI, training."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from diffreason import CanvasConstraint
+from diffreason.tasks import sudoku as S
+
+EASY = S.generate("easy", 0)
+
+
+@pytest.fixture(scope="module")
+def sudoku_lm():
+    return S.build_sudoku_model("sudoku-tiny", seed=0)
+
+
+@pytest.fixture(scope="module")
+def sudoku_checkpoint(tmp_path_factory, sudoku_lm):
+    path = tmp_path_factory.mktemp("sudoku") / "model"
+    sudoku_lm.save(path)
+    return path
+
+
+def test_parse_formats():
+    flat = S.to_string(EASY.puzzle)
+    assert S.parse(flat) == EASY.puzzle
+    assert S.parse(flat.replace(".", "0")) == EASY.puzzle
+    assert S.parse(S.to_grid(EASY.puzzle)) == EASY.puzzle  # 9-line grid with separators
+    assert S.parse(" ".join(flat)) == EASY.puzzle
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("1" * 80, "80 cells, expected 81"),
+        ("x" + "." * 80, "invalid character(s) 'x'"),
+        ("11" + "." * 79, "contradictory givens: 1 at r1c1 and r1c2"),
+        ("5" + "." * 8 + "5" + "." * 71, "contradictory givens: 5 at r1c1 and r2c1"),
+        ("7" + "." * 9 + "7" + "." * 70, "contradictory givens: 7 at r1c1 and r2c2"),
+    ],
+)
+def test_parse_errors(text, message):
+    with pytest.raises(S.SudokuError) as info:
+        S.parse(text)
+    assert message in str(info.value)
+
+
+def test_verifier():
+    assert S.verify(EASY.puzzle, EASY.solution)
+    wrong = list(EASY.solution)
+    i = EASY.puzzle.index(0)
+    wrong[i] = wrong[i] % 9 + 1
+    assert not S.verify(EASY.puzzle, wrong)
+    assert not S.verify(EASY.puzzle, None)
+    other = S.generate("easy", 1).solution
+    assert S.verify([0] * 81, other) and not S.verify(EASY.puzzle, other)
+
+
+def test_exact_solver():
+    solutions, stats = S.solve_exact(EASY.puzzle)
+    assert solutions == [EASY.solution] and stats.nodes > 0
+    assert S.solution_count([0] * 81) == 2  # capped at the limit
+    blank_two = list(EASY.solution)
+    # remove a "deadly pattern"-free pair: a puzzle with all but one cell given still has one solution
+    blank_two[0] = 0
+    assert S.solution_count(blank_two) == 1
+
+
+@pytest.mark.parametrize("tier", list(S.TIERS))
+def test_generator_tiers(tier):
+    lo, hi, min_guesses, max_guesses = S.TIERS[tier]
+    a, b = S.generate(tier, 7), S.generate(tier, 7)
+    assert a.puzzle == b.puzzle  # deterministic
+    assert S.generate(tier, 8).puzzle != a.puzzle
+    assert S.solution_count(a.puzzle) == 1 and S.verify(a.puzzle, a.solution)
+    assert lo <= a.givens <= hi and min_guesses <= a.guesses <= max_guesses
+    if tier == "extreme":  # minimal: removing any given breaks uniqueness
+        for i in [i for i, d in enumerate(a.puzzle) if d][:10]:
+            p = list(a.puzzle)
+            p[i] = 0
+            assert S.solution_count(p) == 2
+
+
+def test_template_and_tokens():
+    t = S.template(EASY.puzzle)
+    assert len(t) == 81 and t.vocab_size == S.VOCAB_SIZE
+    i_given = next(i for i, d in enumerate(EASY.puzzle) if d)
+    i_blank = EASY.puzzle.index(0)
+    assert t.allowed(i_given).tolist() == [S.given_token(i_given, EASY.puzzle[i_given])]
+    assert t.allowed(i_blank).tolist() == [S.free_token(i_blank, d) for d in range(1, 10)]
+    filled = [S.given_token(i, d) if EASY.puzzle[i] else S.free_token(i, d) for i, d in enumerate(EASY.solution)]
+    assert t.violations(filled) == [] and S.decode(filled) == EASY.solution
+    tok = S.make_tokenizer()
+    assert tok.convert_ids_to_tokens(S.free_token(80, 9)) == "r9c9=9"
+    assert tok.convert_ids_to_tokens(S.given_token(0, 3)) == "r1c1#3"
+    assert S.decode([S.free_token(1, 2)] + filled[1:]) is None  # a token of the wrong cell is not a grid
+
+
+def test_training_stream_is_valid_and_follows_the_curriculum():
+    stream = S.SudokuStream(seed=3, pool_size=16)
+    solutions, blanks = stream.batch(32, progress=0.0)
+    assert all(S.verify([0] * 81, g.tolist()) for g in solutions)  # augmentation keeps grids valid
+    lo, hi = stream.blanks_range(0.0)
+    assert all(lo <= int(b.sum()) <= hi for b in blanks)
+    assert stream.blanks_range(1.0)[1] > hi
+    target, noise = S.training_tensors(solutions, blanks, torch.Generator().manual_seed(0))
+    allowed = S.allowed_mask(blanks, target)
+    assert bool(allowed.gather(2, target[..., None]).all()) and bool(allowed.gather(2, noise[..., None]).all())
+    assert torch.equal(noise[~blanks], target[~blanks])
+    assert (allowed.sum(-1) == torch.where(blanks, 9, 1)).all()
+    # the stream state round-trips (resumable training)
+    state = stream.state_dict()
+    a = stream.batch(4, 0.5)
+    stream.load_state_dict(state)
+    b = stream.batch(4, 0.5)
+    assert torch.equal(a[0], b[0]) and torch.equal(a[1], b[1])
+
+
+def test_conflict_mask():
+    tokens = torch.tensor([[S.free_token(i, d) for i, d in enumerate(EASY.solution)]])
+    assert not bool(S.conflict_mask(tokens).any())
+    bad = tokens.clone()
+    bad[0, 0] = S.free_token(0, EASY.solution[1])  # repeats the digit of r1c2
+    clash = S.conflict_mask(bad)[0]
+    assert bool(clash[0]) and bool(clash[1])
+
+
+@pytest.mark.parametrize("mode", S.MODES)
+def test_solve_respects_givens_whatever_the_model(sudoku_lm, mode):
+    puzzles = [S.generate("medium", k).puzzle for k in range(3)]
+    results = S.solve(sudoku_lm, puzzles, mode=mode, max_steps=6)
+    for p, r in zip(puzzles, results):
+        assert r.mode == mode and 1 <= r.steps <= 6
+        cells = [int(c) for c in r.solution]
+        assert all(d == c for d, c in zip(p, cells) if d) and all(1 <= c <= 9 for c in cells)
+        assert r.solved == S.verify(p, cells)
+
+
+def test_verified_mode_keeps_conflicting_canvases_running(sudoku_lm):
+    """An untrained model's grids conflict, so verified mode never lets them stop early."""
+    results = S.solve(sudoku_lm, [EASY.puzzle], mode="verified", max_steps=5)
+    assert results[0].steps == 5 or results[0].solved
+
+
+def test_solve_errors(sudoku_lm, tiny_lm):
+    with pytest.raises(S.SudokuError, match="unknown mode"):
+        S.solve(sudoku_lm, [EASY.puzzle], mode="magic")
+    with pytest.raises(Exception, match="not a Sudoku model"):
+        S.solve(tiny_lm, [EASY.puzzle])
+
+
+def run_cli(*args, stdin=None):
+    env = {**os.environ, "PYTHONWARNINGS": "ignore"}
+    return subprocess.run([sys.executable, "-m", "diffreason.cli", *args], input=stdin, capture_output=True,
+                          text=True, timeout=300, env=env)
+
+
+def test_cli_solve_json_lines_in_input_order(sudoku_checkpoint, tmp_path):
+    puzzles = [S.to_string(S.generate("easy", k).puzzle) for k in range(3)]
+    f = tmp_path / "p.txt"
+    f.write_text("\n".join([puzzles[0], "", "# a comment", puzzles[1], puzzles[2]]) + "\n")
+    p = run_cli("solve", "sudoku", "--model", str(sudoku_checkpoint), "--steps", "3", "--json", "--file", str(f))
+    assert p.returncode == 0, p.stderr
+    rows = [json.loads(line) for line in p.stdout.splitlines()]
+    assert [r["puzzle"] for r in rows] == puzzles
+    for r in rows:
+        assert set(r) >= {"puzzle", "solution", "solved", "steps", "mode"} and r["mode"] == "model"
+        assert len(r["solution"]) == 81 and r["steps"] <= 3
+    p2 = run_cli("solve", "sudoku", "--model", str(sudoku_checkpoint), "--steps", "3", "--json", stdin=puzzles[0])
+    assert json.loads(p2.stdout)["puzzle"] == puzzles[0]
+
+
+def test_cli_solve_plain_and_watch(sudoku_checkpoint):
+    puzzle = S.to_string(EASY.puzzle)
+    p = run_cli("solve", "sudoku", "--model", str(sudoku_checkpoint), "--steps", "2", "--mode", "verified",
+                "--watch", puzzle)
+    assert p.returncode == 0, p.stderr
+    assert "steps (mode verified)" in p.stdout and "step 2/2" in p.stderr
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["123"], "puzzle has 3 cells, expected 81"),
+        (["--mode", "guess", "PUZZLE"], "--mode must be one of model, verified"),
+        (["--file", "/nonexistent.txt"], "does not exist"),
+        (["--steps", "0", "PUZZLE"], "--steps must be at least 1"),
+    ],
+)
+def test_cli_solve_errors(args, message, sudoku_checkpoint):
+    args = [S.to_string(EASY.puzzle) if a == "PUZZLE" else a for a in args]
+    p = run_cli("solve", "sudoku", "--model", str(sudoku_checkpoint), *args)
+    lines = [ln for ln in p.stderr.splitlines() if ln.strip()]
+    assert p.returncode == 2 and len(lines) == 1 and message in lines[0], p.stderr
+
+
+def test_cli_solve_rejects_a_non_sudoku_model(tiny_checkpoint):
+    p = run_cli("solve", "sudoku", "--model", str(tiny_checkpoint), S.to_string(EASY.puzzle))
+    assert p.returncode == 2 and "not a Sudoku model" in p.stderr
+
+
+def test_training_runs_and_resumes(tmp_path):
+    from diffreason.train import TrainConfig, train
+
+    lm = S.build_sudoku_model("sudoku-tiny", seed=1)
+    stream = S.SudokuStream(seed=1, pool_size=8)
+    batches = S.sft_batches(stream, torch.Generator().manual_seed(1))
+    cfg = TrainConfig(steps=3, batch_size=4, eval_every=0, save_every=2)
+    train(lm, batches, cfg, tmp_path, stream_state=(stream.state_dict, stream.load_state_dict))
+    log = [json.loads(x) for x in (tmp_path / "log.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in log] == [1, 2, 3] and all(np.isfinite(r["loss"]) for r in log)
+    assert (tmp_path / "model" / "model.safetensors").is_file()
+    # resume: a longer run continues from step 3 and the saved weights
+    lm2 = S.build_sudoku_model("sudoku-tiny", seed=99)
+    train(lm2, batches, cfg.model_copy(update={"steps": 5}), tmp_path,
+          stream_state=(stream.state_dict, stream.load_state_dict))
+    log = [json.loads(x) for x in (tmp_path / "log.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in log] == [1, 2, 3, 4, 5]
+
+
+def test_sft_loss_learns_on_a_fixed_batch():
+    """A few optimiser steps on one batch lower the loss: the objective and its gradients are wired right."""
+    from diffreason.train import TrainConfig, sft_loss
+
+    lm = S.build_sudoku_model("sudoku-tiny", seed=2)
+    stream = S.SudokuStream(seed=2, pool_size=4)
+    batch = S.sft_batches(stream, torch.Generator().manual_seed(2))(8, 0.0)
+    cfg = TrainConfig(self_conditioning_p=0.5)
+    opt = torch.optim.AdamW(lm.model.parameters(), lr=3e-3)
+    lm.model.train()
+    losses = []
+    for k in range(15):
+        loss, _ = sft_loss(lm.model, batch, cfg, torch.Generator().manual_seed(k))
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        losses.append(float(loss))
+    assert losses[-1] < losses[0] * 0.9
