@@ -12,7 +12,7 @@ than one canvas; the engine cuts it into canvases (`CanvasTemplate.canvas`) and 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 
 import torch
 
@@ -20,6 +20,23 @@ from diffreason.errors import TemplateError
 
 ANY = -1  # mask_index of an unrestricted free position
 FREE = -1  # fixed id of a free position
+
+
+@dataclass(frozen=True)
+class Slot:
+    """Positions [start, start + length) hold one value of a regular language (an automaton with a pad sink).
+
+    The per-position allowed sets are in the template's masks; at commit the engine replaces the slot's argmax by the
+    best complete path of the automaton, so the committed value is in the language.
+    """
+
+    start: int
+    length: int
+    automaton: "TokenAutomaton"  # noqa: F821
+    backward: "torch.Tensor" = field(repr=False, compare=False, default=None)
+
+    def shifted(self, offset: int) -> "Slot":
+        return replace(self, start=self.start + offset)
 
 
 class CanvasTemplate:
@@ -31,8 +48,10 @@ class CanvasTemplate:
         fixed: torch.Tensor | Sequence[int],
         mask_index: torch.Tensor | Sequence[int] | None = None,
         masks: torch.Tensor | None = None,
+        slots: Sequence[Slot] = (),
     ):
         self.vocab_size = int(vocab_size)
+        self.slots = tuple(slots)
         self.fixed = torch.as_tensor(fixed, dtype=torch.long).flatten().clone()
         n = self.fixed.numel()
         self.mask_index = (
@@ -50,6 +69,17 @@ class CanvasTemplate:
     @classmethod
     def unconstrained(cls, length: int, vocab_size: int) -> "CanvasTemplate":
         return cls(vocab_size, torch.full((length,), FREE, dtype=torch.long))
+
+    @classmethod
+    def from_regex(cls, regex: str, tokenizer, length: int) -> "CanvasTemplate":
+        """A slot of exactly `length` tokens holding a string of `regex`, padded with the tokenizer's pad token."""
+        from diffreason.automaton import TokenAutomaton
+
+        automaton = TokenAutomaton.from_regex(regex, tokenizer).with_padding(tokenizer.pad_token_id)
+        allowed, _, backward = automaton.slot_sets(length)
+        masks, index = torch.unique(torch.stack(allowed), dim=0, return_inverse=True)
+        slot = Slot(0, length, automaton, backward)
+        return cls(len(tokenizer), torch.full((length,), FREE), index, masks, slots=[slot])
 
     @classmethod
     def from_positions(cls, vocab_size: int, positions: Iterable[int | Iterable[int] | None]) -> "CanvasTemplate":
@@ -104,6 +134,11 @@ class CanvasTemplate:
             used = (self.mask_index == int(empty[0])).nonzero()
             where = f" (used at position {int(used[0])})" if used.numel() else ""
             raise TemplateError(f"mask {int(empty[0])} allows no token{where}: an empty allowed set")
+        for slot in self.slots:
+            if slot.start < 0 or slot.start + slot.length > n:
+                raise TemplateError(f"slot [{slot.start}, {slot.start + slot.length}) lies outside the template ({n})")
+            if slot.automaton.next_state.shape[1] != v:
+                raise TemplateError("a slot's automaton is over another vocabulary than the template")
         both = ((self.fixed >= 0) & (self.mask_index >= 0)).nonzero()
         if both.numel():
             i = int(both[0])
@@ -125,7 +160,7 @@ class CanvasTemplate:
 
     @property
     def is_unconstrained(self) -> bool:
-        return bool(((self.fixed < 0) & (self.mask_index < 0)).all())
+        return not self.slots and bool(((self.fixed < 0) & (self.mask_index < 0)).all())
 
     def num_canvases(self, canvas_length: int) -> int:
         return -(-len(self) // canvas_length)
@@ -148,6 +183,10 @@ class CanvasTemplate:
         if restricted.any():
             ok = self.masks[mi.clamp(min=0), t.clamp(0, self.vocab_size - 1)] & (t >= 0) & (t < self.vocab_size)
             bad |= restricted & ~ok
+        for slot in self.slots:
+            end = slot.start + slot.length
+            if end <= n and not slot.automaton.accepts(tokens[slot.start : end].tolist()):
+                bad[slot.start : end] = True
         return bad.nonzero().flatten().tolist() + list(range(n, len(self)))
 
     def canvas(self, index: int, canvas_length: int) -> "CanvasTemplate":
@@ -158,7 +197,16 @@ class CanvasTemplate:
         part = slice(start, min(stop, len(self)))
         n = max(0, part.stop - part.start)
         fixed[:n], mask_index[:n] = self.fixed[part], self.mask_index[part]
-        return CanvasTemplate(self.vocab_size, fixed, mask_index, self.masks)
+        slots = []
+        for slot in self.slots:
+            if slot.start < stop and slot.start + slot.length > start:
+                if slot.start < start or slot.start + slot.length > stop:
+                    raise TemplateError(
+                        f"slot [{slot.start}, {slot.start + slot.length}) crosses a canvas boundary "
+                        f"(canvas length {canvas_length}); a value must fit in one canvas"
+                    )
+                slots.append(slot.shifted(-start))
+        return CanvasTemplate(self.vocab_size, fixed, mask_index, self.masks, slots)
 
     def __add__(self, other: "CanvasTemplate") -> "CanvasTemplate":
         """Concatenate two templates (masks are merged, indices shifted)."""
@@ -171,6 +219,7 @@ class CanvasTemplate:
             torch.cat([self.fixed, other.fixed]),
             torch.cat([self.mask_index, other_index]),
             torch.cat([self.masks, other.masks]),
+            self.slots + tuple(s.shifted(len(self)) for s in other.slots),
         )
 
 

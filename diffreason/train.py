@@ -146,7 +146,11 @@ def train(
         step = state["step"]
         console.print(f"resuming from step {step} ({state_file})")
     (run_dir / "train_config.json").write_text(cfg.model_dump_json(indent=2))
-    log = (run_dir / "log.jsonl").open("a")
+    log_file = run_dir / "log.jsonl"
+    if log_file.is_file():  # drop records past the checkpoint: those steps are about to be redone
+        kept = [ln for ln in log_file.read_text().splitlines() if ln.strip() and json.loads(ln)["step"] <= step]
+        log_file.write_text("".join(ln + "\n" for ln in kept))
+    log = log_file.open("a")
 
     def save():
         torch.save(

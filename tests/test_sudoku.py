@@ -221,6 +221,11 @@ def test_training_runs_and_resumes(tmp_path):
     lm2 = S.build_sudoku_model("sudoku-tiny", seed=99)
     train(lm2, batches, cfg.model_copy(update={"steps": 5}), tmp_path,
           stream_state=(stream.state_dict, stream.load_state_dict))
+    # an interrupted run (checkpoint at step 4, log up to 5) redoes step 5 without logging it twice
+    log_path = tmp_path / "log.jsonl"
+    log_path.write_text(log_path.read_text() + json.dumps({"step": 6, "loss": 0.0}) + "\n")
+    train(lm2, batches, cfg.model_copy(update={"steps": 5}), tmp_path,
+          stream_state=(stream.state_dict, stream.load_state_dict))
     log = [json.loads(x) for x in (tmp_path / "log.jsonl").read_text().splitlines()]
     assert [r["step"] for r in log] == [1, 2, 3, 4, 5]
 

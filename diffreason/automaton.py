@@ -1,0 +1,187 @@
+"""Token automata for fixed-length canvas slots.
+
+A regular language (a regex; outlines turns JSON Schemas into regexes) becomes a token-level DFA with outlines-core.
+On a diffusion canvas a value occupies a *fixed-length slot*: `length` positions, the value followed by pad tokens
+(which decoding removes). For such a slot this module derives
+
+- per-position allowed sets: token t may stand at position k iff some state reachable from the start in exactly k
+  tokens moves on t to a state from which acceptance is reachable in exactly `length - k - 1` tokens (pads included);
+- a constrained commit: the highest-scoring token sequence that is a complete path of the automaton (Viterbi over
+  (position, state) on the final step's log-probabilities).
+
+Per-position sets alone are a relaxation (a sequence of individually allowed tokens need not be a path, e.g. `ab|ba`);
+the commit makes the committed slot valid by construction, and the sets keep the denoising inside the slot's language
+wherever position-wise constraints can.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+
+import torch
+
+from diffreason.errors import TemplateError
+
+
+@dataclass(frozen=True)
+class TokenAutomaton:
+    """A deterministic automaton over token ids: next_state[s, t] (-1: no move), accepting states."""
+
+    next_state: torch.Tensor  # [S, V] long
+    initial: int
+    accepting: torch.Tensor  # [S] bool
+
+    @property
+    def num_states(self) -> int:
+        return self.next_state.shape[0]
+
+    @classmethod
+    def from_regex(cls, regex: str, tokenizer) -> "TokenAutomaton":
+        return _from_regex_cached(regex, _OutlinesTokenizer.wrap(tokenizer))
+
+    @classmethod
+    def from_transitions(
+        cls, transitions: dict[int, dict[int, int]], initial: int, finals, vocab_size: int
+    ) -> "TokenAutomaton":
+        states = sorted(set(transitions) | {s for m in transitions.values() for s in m.values()} | {initial} | set(finals))
+        index = {s: i for i, s in enumerate(states)}
+        table = torch.full((len(states), vocab_size), -1, dtype=torch.long)
+        for s, moves in transitions.items():
+            if moves:
+                tokens = torch.tensor(list(moves.keys()))
+                table[index[s], tokens] = torch.tensor([index[n] for n in moves.values()])
+        accepting = torch.zeros(len(states), dtype=torch.bool)
+        accepting[[index[s] for s in finals if s in index]] = True
+        return cls(table, index[initial], accepting)
+
+    def with_padding(self, pad: int) -> "TokenAutomaton":
+        """Add a pad sink: any accepting state moves on `pad` to an accepting PAD state that only takes pads."""
+        S, V = self.next_state.shape
+        table = torch.cat([self.next_state, torch.full((1, V), -1, dtype=torch.long)])
+        table[: S][self.accepting, pad] = S
+        table[S, pad] = S
+        return TokenAutomaton(table, self.initial, torch.cat([self.accepting, torch.tensor([True])]))
+
+    def slot_sets(self, length: int) -> tuple[list[torch.Tensor], torch.Tensor, torch.Tensor]:
+        """(allowed [V] bool per position, forward [L+1, S], backward [L+1, S]) for a slot of exactly `length` tokens.
+
+        forward[k, s]: s reachable in k tokens; backward[k, s]: acceptance reachable from s in length - k tokens.
+        """
+        S, V = self.next_state.shape
+        moves = self.next_state >= 0
+        target = self.next_state.clamp(min=0)
+        forward = torch.zeros((length + 1, S), dtype=torch.bool)
+        forward[0, self.initial] = True
+        for k in range(length):
+            nxt = torch.zeros(S, dtype=torch.bool)
+            src = forward[k][:, None] & moves
+            nxt[target[src]] = True
+            forward[k + 1] = nxt
+        backward = torch.zeros((length + 1, S), dtype=torch.bool)
+        backward[length] = self.accepting
+        for k in range(length - 1, -1, -1):
+            backward[k] = (moves & backward[k + 1][target]).any(dim=1)
+        if not bool((forward[0] & backward[0]).any()):
+            raise TemplateError(f"no value of this type fits in exactly {length} tokens")
+        allowed = []
+        for k in range(length):
+            ok = forward[k][:, None] & moves & backward[k + 1][target]  # [S, V]
+            allowed.append(ok.any(dim=0))
+        return allowed, forward, backward
+
+    def best_path(self, log_probs: torch.Tensor, backward: torch.Tensor | None = None) -> list[int]:
+        """The complete path of len(log_probs) tokens maximising the summed log-probabilities (Viterbi)."""
+        length, V = log_probs.shape
+        S = self.num_states
+        if backward is None:
+            backward = self.slot_sets(length)[2]
+        moves = self.next_state >= 0
+        target = self.next_state.clamp(min=0)
+        score = torch.full((S,), float("-inf"), dtype=torch.float64)
+        score[self.initial] = 0.0
+        back_state, back_token = [], []
+        lp = log_probs.double().nan_to_num(neginf=-1e30)
+        for k in range(length):
+            valid = moves & backward[k + 1][target] & torch.isfinite(score)[:, None]
+            cand = torch.where(valid, score[:, None] + lp[k][None, :], torch.tensor(float("-inf"), dtype=torch.float64))
+            flat = cand.flatten()
+            dest = target.flatten()
+            new = torch.full((S,), float("-inf"), dtype=torch.float64).scatter_reduce(
+                0, dest, flat, reduce="amax", include_self=True
+            )
+            # recover an argmax (source, token) for each destination state
+            hit = (flat == new[dest]) & torch.isfinite(flat)
+            idx = torch.full((S,), -1, dtype=torch.long)
+            positions = hit.nonzero().flatten()
+            idx[dest[positions].flip(0)] = positions.flip(0)  # first maximiser wins
+            back_state.append(torch.where(idx >= 0, idx // V, -1))
+            back_token.append(torch.where(idx >= 0, idx % V, -1))
+            score = new
+        final = torch.where(self.accepting, score, torch.tensor(float("-inf"), dtype=torch.float64))
+        state = int(final.argmax())
+        if not torch.isfinite(final[state]):
+            raise TemplateError("no complete value fits the slot")
+        tokens = []
+        for k in range(length - 1, -1, -1):
+            tokens.append(int(back_token[k][state]))
+            state = int(back_state[k][state])
+        return tokens[::-1]
+
+    def accepts(self, tokens) -> bool:
+        state = self.initial
+        for t in tokens:
+            state = int(self.next_state[state, int(t)])
+            if state < 0:
+                return False
+        return bool(self.accepting[state])
+
+
+class _OutlinesTokenizer:
+    """The tokenizer interface outlines-core's index builder expects, over a transformers tokenizer (hashable)."""
+
+    def __init__(self, tokenizer):
+        self.tokenizer = tokenizer
+        self.vocabulary = tokenizer.get_vocab()
+        self.special_tokens = set(tokenizer.all_special_tokens)
+        self.eos_token_id = tokenizer.eos_token_id
+        self._key = (tokenizer.name_or_path, len(self.vocabulary), tuple(sorted(self.vocabulary.items())[:50]))
+
+    _cache: dict = {}
+
+    @classmethod
+    def wrap(cls, tokenizer) -> "_OutlinesTokenizer":
+        key = id(tokenizer)
+        if key not in cls._cache:
+            cls._cache[key] = cls(tokenizer)
+        return cls._cache[key]
+
+    def convert_token_to_string(self, token: str) -> str:
+        string = self.tokenizer.convert_tokens_to_string([token])
+        # byte-level BPE marks a leading space with Ġ; convert_tokens_to_string already maps it back
+        return string
+
+    def __hash__(self):
+        return hash(self._key)
+
+    def __eq__(self, other):
+        return isinstance(other, _OutlinesTokenizer) and self.tokenizer is other.tokenizer
+
+
+@lru_cache(maxsize=256)
+def _from_regex_cached(regex: str, tokenizer: _OutlinesTokenizer) -> TokenAutomaton:
+    from outlines_core.fsm.guide import create_states_mapping
+
+    try:
+        index, _empty, _finals = create_states_mapping(regex, tokenizer)
+    except Exception as exc:  # interegular / outlines raise several types for unsupported constructs
+        raise TemplateError(f"cannot build an automaton for regex {regex!r}: {exc}") from None
+    transitions = index.get_transitions()
+    eos = tokenizer.eos_token_id
+    # outlines marks acceptance by an EOS move into a final state; we end values with pads instead.
+    cleaned = {s: {t: n for t, n in moves.items() if t != eos} for s, moves in transitions.items()}
+    states = set(transitions) | {n for moves in transitions.values() for n in moves.values()}
+    accepting = {s for s in states if index.is_final_state(s)} | {s for s, m in transitions.items() if eos in m}
+    return TokenAutomaton.from_transitions(
+        cleaned, index.get_initial_state(), accepting, len(tokenizer.tokenizer)
+    )

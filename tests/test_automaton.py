@@ -1,0 +1,107 @@
+"""Token automata for fixed-length slots: per-position sets and the constrained (Viterbi) commit."""
+
+import re
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from diffreason import TemplateError
+from diffreason.automaton import TokenAutomaton
+from diffreason.tokenizer import train_byte_bpe
+
+TOK = train_byte_bpe()
+PAD = TOK.pad_token_id
+REGEXES = [r"(ab|ba)", r"-?(0|[1-9][0-9]*)", r'"[a-z ]{2,9}"', r"(true|false|null)", r"[0-9]{4}-[0-9]{2}"]
+
+
+def text(tokens):
+    return TOK.decode([t for t in tokens if t != PAD])
+
+
+def test_per_position_sets_and_commit_of_a_non_factorising_language():
+    a = TokenAutomaton.from_regex("(ab|ba)", TOK).with_padding(PAD)
+    allowed, _, backward = a.slot_sets(2)
+    ids = TOK.convert_tokens_to_ids(["a", "b"])
+    assert [x.nonzero().flatten().tolist() for x in allowed] == [sorted(ids)] * 2
+    # the model prefers "aa", which the per-position sets allow but the language does not
+    lp = torch.full((2, len(TOK)), -20.0)
+    lp[:, ids[0]] = 0.0
+    lp[1, ids[1]] = -1.0
+    path = a.best_path(lp, backward)
+    assert text(path) == "ab" and a.accepts(path)
+
+
+def test_slot_too_short_is_a_clear_error():
+    a = TokenAutomaton.from_regex(r"[0-9]{4}-[0-9]{2}", TOK).with_padding(PAD)
+    with pytest.raises(TemplateError, match="fits in exactly 1 tokens"):
+        a.slot_sets(1)
+
+
+@settings(max_examples=60, deadline=None)
+@given(regex=st.sampled_from(REGEXES), length=st.integers(6, 14), seed=st.integers(0, 10**6))
+def test_commit_is_always_a_member_of_the_language(regex, length, seed):
+    a = TokenAutomaton.from_regex(regex, TOK).with_padding(PAD)
+    allowed, _, backward = a.slot_sets(length)
+    g = torch.Generator().manual_seed(seed)
+    lp = (torch.randn(length, len(TOK), generator=g) * 3).log_softmax(-1)
+    path = a.best_path(lp, backward)
+    assert len(path) == length and a.accepts(path)
+    assert all(bool(allowed[k][t]) for k, t in enumerate(path))
+    assert re.fullmatch(regex, text(path))
+    # padding only at the end
+    first_pad = path.index(PAD) if PAD in path else length
+    assert all(t == PAD for t in path[first_pad:])
+
+
+def test_commit_maximises_the_score():
+    """Brute force over a tiny language: Viterbi picks the best complete path."""
+    a = TokenAutomaton.from_regex(r"(true|false|null)", TOK).with_padding(PAD)
+    length = 5
+    _, _, backward = a.slot_sets(length)
+    g = torch.Generator().manual_seed(1)
+    lp = torch.randn(length, len(TOK), generator=g).log_softmax(-1)
+    best = a.best_path(lp, backward)
+    score = lambda p: sum(float(lp[k, t]) for k, t in enumerate(p))  # noqa: E731
+    # every word, tokenised every way the automaton allows, padded to the slot
+    candidates = []
+
+    def walk(state, k, path):
+        if k == length:
+            if a.accepting[state]:
+                candidates.append(list(path))
+            return
+        for t in (a.next_state[state] >= 0).nonzero().flatten().tolist():
+            walk(int(a.next_state[state, t]), k + 1, path + [t])
+
+    walk(a.initial, 0, [])
+    assert candidates and score(best) == pytest.approx(max(score(c) for c in candidates))
+
+
+@pytest.mark.parametrize("draws", ["reference", "fast"])
+def test_engine_commits_regex_slots_that_match(tiny_lm, draws):
+    from diffreason import CanvasTemplate, Engine, SamplerConfig
+
+    tok = tiny_lm.tokenizer
+    prefix = CanvasTemplate.from_positions(tiny_lm.vocab_size, tok.encode("date: ", add_special_tokens=False))
+    regex = r"20[0-9]{2}-(0[1-9]|1[0-2])-[0-3][0-9]"
+    template = prefix + CanvasTemplate.from_regex(regex, tok, 14) + CanvasTemplate.from_positions(
+        tiny_lm.vocab_size, [tok.eos_token_id]
+    )
+    engine = Engine(tiny_lm, SamplerConfig(draws=draws, max_denoising_steps=6))
+    for seed in range(3):
+        res = engine.generate("when?", template=template, seed=seed)
+        assert template.violations(res.raw_tokens) == []
+        assert res.text.startswith("date: ") and re.fullmatch(regex, res.text[len("date: "):])
+
+
+def test_slots_must_fit_in_one_canvas(tiny_lm):
+    from diffreason import CanvasTemplate, Engine
+
+    C = tiny_lm.canvas_length
+    template = CanvasTemplate.unconstrained(C - 3, tiny_lm.vocab_size) + CanvasTemplate.from_regex(
+        "[a-z]{3,6}", tiny_lm.tokenizer, 8
+    )
+    with pytest.raises(TemplateError, match="crosses a canvas boundary"):
+        Engine(tiny_lm).generate("x", template=template)
