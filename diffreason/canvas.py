@@ -208,6 +208,29 @@ class CanvasTemplate:
                 slots.append(slot.shifted(-start))
         return CanvasTemplate(self.vocab_size, fixed, mask_index, self.masks, slots)
 
+    def align_slots(self, canvas_length: int, pad: int) -> "CanvasTemplate":
+        """Insert fixed pad tokens before any slot that would cross a canvas boundary (pads decode to nothing)."""
+        for slot in self.slots:
+            if slot.length > canvas_length:
+                raise TemplateError(f"a slot of {slot.length} tokens cannot fit a canvas of {canvas_length}")
+        offset = 0
+        fixed, mask_index, slots = [], [], []
+        cursor = 0
+        for slot in sorted(self.slots, key=lambda s: s.start):
+            fixed.append(self.fixed[cursor : slot.start])
+            mask_index.append(self.mask_index[cursor : slot.start])
+            pos = slot.start + offset
+            if pos // canvas_length != (pos + slot.length - 1) // canvas_length:
+                gap = canvas_length - pos % canvas_length
+                fixed.append(torch.full((gap,), pad, dtype=torch.long))
+                mask_index.append(torch.full((gap,), ANY, dtype=torch.long))
+                offset += gap
+            slots.append(slot.shifted(offset))
+            cursor = slot.start
+        fixed.append(self.fixed[cursor:])
+        mask_index.append(self.mask_index[cursor:])
+        return CanvasTemplate(self.vocab_size, torch.cat(fixed), torch.cat(mask_index), self.masks, slots)
+
     def __add__(self, other: "CanvasTemplate") -> "CanvasTemplate":
         """Concatenate two templates (masks are merged, indices shifted)."""
         if other.vocab_size != self.vocab_size:

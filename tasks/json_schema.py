@@ -1,0 +1,432 @@
+"""JSON Schema (or a pydantic model) → a canvas template whose every committed filling is valid JSON that validates.
+
+The scaffold — braces, keys, quotes, colons, commas of required properties — is fixed; every value is a fixed-length
+*slot* (see `diffreason.automaton`): outlines-core turns the value's schema into a regex, the regex into a token
+automaton, and the automaton gives per-position allowed sets plus a constrained commit. Values end early with pad
+tokens, which decoding removes. Optional properties, enums, booleans, anyOf/oneOf branches and array lengths are
+choices inside a slot's language, so the model makes them.
+
+What outlines' regexes cannot express is added here: integer bounds (exact digit-range regexes), number bounds (a
+sound subset), type lists, `email` / `uri` formats. Anything else unsupported raises one `SchemaError` naming the
+keyword and its JSON path. Every result is checked with `jsonschema`.
+
+Status: first increment — objects with required/optional properties, nested objects, arrays (items, min/maxItems),
+strings (enum, const, pattern, min/maxLength, date / date-time / time / uuid / email / uri), integers and numbers
+with bounds, booleans, null, type lists, anyOf/oneOf, $ref/$defs (non-recursive). Not yet: uniqueItems, recursive
+schemas to a depth limit, the trained JSON model and the jsonschemabench eval.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from diffreason.canvas import CanvasTemplate
+from diffreason.errors import DiffreasonError
+
+
+class SchemaError(DiffreasonError):
+    """A schema this compiler cannot turn into a template (names the keyword and its JSON path)."""
+
+
+# Keywords that only annotate: they never change which instances validate.
+ANNOTATIONS = {
+    "title", "description", "default", "examples", "$schema", "$id", "$comment", "deprecated", "readOnly",
+    "writeOnly", "markdownDescription", "id", "$defs", "definitions", "contentMediaType", "contentEncoding",
+}
+SUPPORTED = {
+    "object": {"type", "properties", "required", "additionalProperties"},
+    "array": {"type", "items", "minItems", "maxItems"},
+    "string": {"type", "enum", "const", "pattern", "minLength", "maxLength", "format"},
+    "integer": {"type", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "enum", "const"},
+    "number": {"type", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "enum", "const"},
+    "boolean": {"type", "enum", "const"},
+    "null": {"type", "enum", "const"},
+}
+FORMATS = {
+    "date": r'"[0-9]{4}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])"',
+    "time": r'"([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](\.[0-9]{1,3})?(Z|[+-]([01][0-9]|2[0-3]):[0-5][0-9])?"',
+    "date-time": r'"[0-9]{4}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])T([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9]'
+    r'(\.[0-9]{1,3})?(Z|[+-]([01][0-9]|2[0-3]):[0-5][0-9])"',
+    "uuid": r'"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"',
+    "email": r'"[a-z0-9]([a-z0-9._+-]{0,20}[a-z0-9])?@[a-z0-9]([a-z0-9-]{0,20}[a-z0-9])?(\.[a-z]{2,6}){1,2}"',
+    "uri": r'"https?://[a-z0-9]([a-z0-9-]{0,20}[a-z0-9])?(\.[a-z0-9-]{1,20}){0,3}(/[a-zA-Z0-9._~-]{1,16}){0,4}"',
+}
+FORMAT_CHARS = {"date": 12, "time": 22, "date-time": 32, "uuid": 38, "email": 52, "uri": 80}
+# Generated strings use printable ASCII (a sound subset of JSON strings: lengths count exactly, no partial UTF-8).
+STRING_CHAR = r'([ !#-\[\]-~]|\\["\\])'
+
+
+@dataclass
+class Budget:
+    """Slot lengths in tokens for values whose length the schema leaves open."""
+
+    string: int = 24
+    number: int = 12
+    array_items: int = 4
+    max_slot: int = 96
+
+
+# ---- regexes for leaf values ----------------------------------------------------------------------------------------
+
+
+def _digits_range(lo: str, hi: str) -> str:
+    """Regex for equal-length digit strings lo..hi (leading zeros allowed)."""
+    if lo == hi:
+        return lo
+    if not lo:
+        return ""
+    i = next(k for k in range(len(lo)) if lo[k] != hi[k])
+    prefix, rest = lo[:i], len(lo) - i - 1
+    a, b = int(lo[i]), int(hi[i])
+    parts = []
+    if rest == 0:
+        return prefix + (f"[{a}-{b}]" if b > a else str(a))
+    low_full, high_full = lo[i + 1 :] == "0" * rest, hi[i + 1 :] == "9" * rest
+    start = a if low_full else a + 1
+    end = b if high_full else b - 1
+    if not low_full:
+        parts.append(prefix + str(a) + f"({_digits_range(lo[i + 1:], '9' * rest)})")
+    if start <= end:
+        parts.append(prefix + (f"[{start}-{end}]" if end > start else str(start)) + f"[0-9]{{{rest}}}")
+    if not high_full:
+        parts.append(prefix + str(b) + f"({_digits_range('0' * rest, hi[i + 1:])})")
+    return "|".join(parts)
+
+
+def _natural_range(lo: int, hi: int) -> str:
+    """Regex for the decimal integers lo..hi, 0 <= lo <= hi, no leading zeros."""
+    parts = []
+    while lo <= hi:
+        top = min(hi, 10 ** len(str(lo)) - 1)
+        parts.append(_digits_range(str(lo), str(top)))
+        lo = top + 1
+    return "|".join(f"({p})" for p in parts)
+
+
+def integer_regex(lo: int | None, hi: int | None) -> str:
+    """Decimal integers in [lo, hi] (None: unbounded on that side)."""
+    if lo is None and hi is None:
+        return r"-?(0|[1-9][0-9]*)"
+    lo_ = lo if lo is not None else -(10**12)
+    hi_ = hi if hi is not None else 10**12
+    if lo_ > hi_:
+        raise ValueError(f"empty integer range [{lo}, {hi}]")
+    parts = []
+    if lo_ < 0:
+        parts.append(f"-({_natural_range(max(1, -min(hi_, -1)), -lo_)})")
+    if hi_ >= 0:
+        parts.append(_natural_range(max(0, lo_), hi_))
+    return "|".join(f"({p})" for p in parts)
+
+
+def _json_literal(value: Any) -> str:
+    return re.escape(json.dumps(value, separators=(",", ":"), ensure_ascii=False))
+
+
+class _Compiler:
+    def __init__(self, root: dict, tokenizer, budget: Budget):
+        self.root = root
+        self.tokenizer = tokenizer
+        self.budget = budget
+        self.vocab = len(tokenizer)
+
+    # -- helpers ----------------------------------------------------------------------------------------------------
+
+    def fail(self, path: str, message: str):
+        raise SchemaError(f"{message} at {path or '#'}")
+
+    def resolve(self, schema: Any, path: str, seen: tuple = ()) -> tuple[dict, str, tuple]:
+        if schema is True or schema == {}:
+            self.fail(path, "an unconstrained value (true / {}) has no finite template")
+        if not isinstance(schema, dict):
+            self.fail(path, f"a schema must be an object, got {type(schema).__name__}")
+        while "$ref" in schema:
+            ref = schema["$ref"]
+            if not isinstance(ref, str) or not ref.startswith("#"):
+                self.fail(path, f"unsupported keyword '$ref' (only local references, got {ref!r})")
+            if ref in seen:
+                self.fail(path, f"unsupported keyword '$ref' (recursive reference {ref})")
+            seen = seen + (ref,)
+            node: Any = self.root
+            for part in [p for p in ref[1:].split("/") if p]:
+                part = part.replace("~1", "/").replace("~0", "~")
+                if not isinstance(node, dict) or part not in node:
+                    self.fail(path, f"unresolvable '$ref' {ref}")
+                node = node[part]
+            extra = {k: v for k, v in schema.items() if k != "$ref" and k not in ANNOTATIONS}
+            if extra:
+                node = {**node, **extra}
+            schema, path = node, ref
+        return schema, path, seen
+
+    def text(self, s: str) -> CanvasTemplate:
+        return CanvasTemplate.from_positions(self.vocab, self.tokenizer.encode(s, add_special_tokens=False))
+
+    def slot(self, regex: str, length: int, path: str) -> CanvasTemplate:
+        from diffreason.errors import TemplateError
+
+        try:
+            return CanvasTemplate.from_regex(regex, self.tokenizer, min(length, self.budget.max_slot))
+        except TemplateError as exc:
+            self.fail(path, f"cannot fit the value in {length} tokens ({exc})")
+
+    # -- regex of a value (what a slot holds) -----------------------------------------------------------------------
+
+    def value_regex(self, schema: Any, path: str, seen: tuple = ()) -> tuple[str, int]:
+        """(regex, length budget in tokens) of any value of `schema`."""
+        schema, path, seen = self.resolve(schema, path, seen)
+        if "const" in schema:
+            lit = json.dumps(schema["const"], separators=(",", ":"))
+            return re.escape(lit), len(lit) + 2
+        if "enum" in schema:
+            lits = [json.dumps(v, separators=(",", ":"), ensure_ascii=False) for v in schema["enum"]]
+            if not lits:
+                self.fail(path, "empty 'enum'")
+            return "(" + "|".join(re.escape(v) for v in lits) + ")", max(len(v) for v in lits) + 2
+        for key in ("anyOf", "oneOf"):
+            if key in schema:
+                if key == "oneOf":
+                    self.fail(path, "unsupported keyword 'oneOf' inside a value slot")
+                options = [self.value_regex(s, f"{path}/{key}/{i}", seen) for i, s in enumerate(schema[key])]
+                return "(" + "|".join(f"({r})" for r, _ in options) + ")", max(n for _, n in options)
+        kind = schema.get("type")
+        if isinstance(kind, list):
+            # Keywords apply only to instances of their type: each branch keeps its own.
+            for key in schema:
+                if key not in ANNOTATIONS and not any(key in SUPPORTED.get(t, ()) for t in kind):
+                    self.fail(f"{path}/{key}", f"unsupported keyword {key!r} for types {kind}")
+            options = [
+                self.value_regex({k: v for k, v in schema.items() if k in SUPPORTED.get(t, ()) or k in ANNOTATIONS}
+                                 | {"type": t}, path, seen)
+                for t in kind
+            ]
+            return "(" + "|".join(f"({r})" for r, _ in options) + ")", max(n for _, n in options)
+        if kind is None:
+            kind = self.infer_type(schema, path)
+        self.check_keywords(schema, kind, path)
+        # Budgets count characters: a token holds at least one, so the value always fits.
+        if kind == "null":
+            return "null", 4
+        if kind == "boolean":
+            return "(true|false)", 5
+        if kind == "integer":
+            lo, hi = schema.get("minimum"), schema.get("maximum")
+            lo = None if lo is None else math.ceil(lo)
+            hi = None if hi is None else math.floor(hi)
+            if "exclusiveMinimum" in schema:
+                lo = max(lo if lo is not None else -(10**12), math.floor(schema["exclusiveMinimum"]) + 1)
+            if "exclusiveMaximum" in schema:
+                hi = min(hi if hi is not None else 10**12, math.ceil(schema["exclusiveMaximum"]) - 1)
+            width = self.budget.number if lo is None or hi is None else max(len(str(lo)), len(str(hi)))
+            try:
+                return integer_regex(lo, hi), width
+            except ValueError as exc:
+                self.fail(path, str(exc))
+        if kind == "number":
+            return self.number_regex(schema, path), self.budget.number + 4
+        if kind == "string":
+            return self.string_regex(schema, path)
+        if kind == "array":
+            item_regex, item_len = self.value_regex(schema.get("items", {"type": "string"}), f"{path}/items", seen)
+            lo = int(schema.get("minItems", 0))
+            hi = int(schema.get("maxItems", max(lo, self.budget.array_items)))
+            if lo > hi:
+                self.fail(path, f"minItems {lo} > maxItems {hi}")
+            if hi == 0:
+                return r"\[\]", 2
+            more = f"(,({item_regex})){{{max(0, lo - 1)},{hi - 1}}}"
+            body = f"({item_regex}){more}"
+            regex = rf"\[({body})\]" if lo >= 1 else rf"\[({body})?\]"
+            return regex, 2 + hi * (item_len + 1)
+        if kind == "object":
+            return self.object_regex(schema, path, seen)
+        self.fail(path, f"unsupported type {kind!r}")
+
+    def infer_type(self, schema: dict, path: str) -> str:
+        for kind, keys in (("object", {"properties"}), ("array", {"items"}), ("string", {"pattern", "format"})):
+            if schema.keys() & keys:
+                return kind
+        self.fail(path, "a schema without 'type' (or const / enum / anyOf) has no finite template")
+
+    def check_keywords(self, schema: dict, kind: str, path: str) -> None:
+        for key in schema:
+            if key not in ANNOTATIONS and key not in SUPPORTED[kind] and key not in ("anyOf", "oneOf", "$ref"):
+                self.fail(f"{path}/{key}", f"unsupported keyword {key!r} for type {kind!r}")
+        if kind == "string" and "format" in schema and schema["format"] not in FORMATS:
+            self.fail(f"{path}/format", f"unsupported keyword 'format' value {schema['format']!r}")
+        if kind == "object" and isinstance(schema.get("additionalProperties"), dict):
+            pass  # we never emit additional properties, which every value of additionalProperties allows
+
+    def number_regex(self, schema: dict, path: str) -> str:
+        lo, hi = schema.get("minimum"), schema.get("maximum")
+        xlo, xhi = schema.get("exclusiveMinimum"), schema.get("exclusiveMaximum")
+        if lo is None and hi is None and xlo is None and xhi is None:
+            return r"-?(0|[1-9][0-9]*)(\.[0-9]{1,6})?"
+        # A sound subset: integers within the bounds, and decimals i.f whose whole interval fits — (i, i+1) for
+        # i >= 0, (i-1, i) for i < 0 — so a fraction never crosses a bound.
+        int_lo = math.ceil(lo) if lo is not None else (math.floor(xlo) + 1 if xlo is not None else None)
+        int_hi = math.floor(hi) if hi is not None else (math.ceil(xhi) - 1 if xhi is not None else None)
+        low = lo if lo is not None else xlo
+        high = hi if hi is not None else xhi
+        options = []
+
+        def add(a, b, fraction):
+            if a is not None and b is not None and a > b:
+                return
+            body = integer_regex(a, b)
+            options.append(f"({body})\\.[0-9]{{1,4}}" if fraction else body)
+
+        add(int_lo, int_hi, False)
+        neg_hi = -1 if int_hi is None else min(-1, int_hi)
+        add(None if low is None else math.ceil(low + 1), neg_hi, True)
+        pos_lo = 0 if int_lo is None else max(0, int_lo)
+        add(pos_lo, None if high is None else math.floor(high) - 1, True)
+        if not options:
+            self.fail(path, "numeric bounds too tight to express")
+        return "(" + "|".join(f"({o})" for o in options) + ")"
+
+    def string_regex(self, schema: dict, path: str) -> tuple[str, int]:
+        if "format" in schema:
+            return FORMATS[schema["format"]], FORMAT_CHARS[schema["format"]]
+        if "pattern" in schema:
+            pattern = schema["pattern"]
+            pattern = pattern[1:] if pattern.startswith("^") else f".*{pattern}"
+            pattern = pattern[:-1] if pattern.endswith("$") and not pattern.endswith("\\$") else f"{pattern}.*"
+            if ".*" in pattern:
+                pattern = pattern.replace(".*", f"{STRING_CHAR}{{0,8}}")
+            return f'"({pattern})"', self.budget.string
+        lo = int(schema.get("minLength", 0))
+        hi = schema.get("maxLength")
+        if hi is not None and int(hi) < lo:
+            self.fail(path, f"minLength {lo} > maxLength {hi}")
+        hi = int(hi) if hi is not None else max(lo, self.budget.string - 2)
+        return f'"{STRING_CHAR}{{{lo},{hi}}}"', min(hi + 2, self.budget.max_slot)
+
+    def object_regex(self, schema: dict, path: str, seen: tuple) -> tuple[str, int]:
+        props = schema.get("properties", {})
+        required = [k for k in schema.get("required", []) if k in props]
+        missing = [k for k in schema.get("required", []) if k not in props]
+        if missing:
+            self.fail(f"{path}/required", f"required property {missing[0]!r} has no schema in 'properties'")
+        parts, total = [], 2
+        for key in [k for k in props if k in required] + [k for k in props if k not in required]:
+            r, n = self.value_regex(props[key], f"{path}/properties/{key}", seen)
+            member = _json_literal(key) + ":" + f"({r})"
+            parts.append((key in required, member))
+            total += n + len(key) + 4
+        regex = ""
+        first = True
+        for req, member in parts:
+            if req:
+                regex += member if first else "," + member
+                first = False
+            elif first:
+                # no required member before: an optional first member; later ones need a comma only if one exists
+                self.fail(path, "objects whose optional properties come first are compiled as scaffolds only")
+            else:
+                regex += f"(,{member})?"
+        return r"\{" + regex + r"\}", total
+
+    # -- scaffold ---------------------------------------------------------------------------------------------------
+
+    def template(self, schema: Any, path: str = "", seen: tuple = ()) -> CanvasTemplate:
+        """Fixed scaffold for objects with required members; a slot for every value."""
+        schema, path, seen = self.resolve(schema, path, seen)
+        is_object = schema.get("type") == "object" or ("type" not in schema and "properties" in schema)
+        if not is_object or not schema.get("properties") or any(k in schema for k in ("anyOf", "oneOf", "enum", "const")):
+            regex, length = self.value_regex(schema, path, seen)
+            return self.slot(regex, length, path)
+        self.check_keywords(schema, "object", path)
+        props = schema["properties"]
+        required = [k for k in schema.get("required", []) if k in props]
+        missing = [k for k in schema.get("required", []) if k not in props]
+        if missing:
+            self.fail(f"{path}/required", f"required property {missing[0]!r} has no schema in 'properties'")
+        optional = [k for k in props if k not in required]
+        if not required:
+            regex, length = self.object_with_optional_only(props, path, seen)
+            return self.slot(regex, length, path)
+        out = self.text("{")
+        for i, key in enumerate(required):
+            out = out + self.text(("," if i else "") + json.dumps(key, ensure_ascii=False) + ":")
+            out = out + self.template(props[key], f"{path}/properties/{key}", seen)
+        for key in optional:
+            r, n = self.value_regex(props[key], f"{path}/properties/{key}", seen)
+            member = f"(,{_json_literal(key)}:({r}))?"
+            out = out + self.slot(member, n + len(key) + 4, f"{path}/properties/{key}")
+        return out + self.text("}")
+
+    def object_with_optional_only(self, props: dict, path: str, seen: tuple) -> tuple[str, int]:
+        members = []
+        total = 2
+        for key in props:
+            r, n = self.value_regex(props[key], f"{path}/properties/{key}", seen)
+            members.append(f"{_json_literal(key)}:({r})")
+            total += n + len(key) + 4
+        # any in-order subset: first present member without comma, later ones with
+        alternatives = []
+        for i in range(len(members)):
+            rest = "".join(f"(,{m})?" for m in members[i + 1 :])
+            alternatives.append(f"{members[i]}{rest}")
+        return r"\{(" + "|".join(f"({a})" for a in alternatives) + r")?\}", total
+
+
+@dataclass
+class CompiledSchema:
+    schema: dict
+    template: CanvasTemplate
+
+    def parse(self, text: str) -> Any:
+        return json.loads(text)
+
+    def random_filling(self, generator) -> list[int]:
+        """A filling of the template as the engine commits one, from random logits (for property tests)."""
+        import torch
+
+        t = self.template
+        tokens = t.fixed.clone()
+        for slot in t.slots:
+            lp = torch.randn(slot.length, t.vocab_size, generator=generator).mul(3).log_softmax(-1)
+            tokens[slot.start : slot.start + slot.length] = torch.tensor(slot.automaton.best_path(lp, slot.backward))
+        return tokens.tolist()
+
+    def validate(self, value: Any) -> None:
+        import jsonschema
+
+        jsonschema.validate(value, self.schema)
+
+
+def load_schema(schema_or_model: Any) -> dict:
+    """A JSON Schema dict from a dict, a JSON file path, a JSON string or a pydantic model class."""
+    if isinstance(schema_or_model, dict):
+        return schema_or_model
+    if isinstance(schema_or_model, type) and hasattr(schema_or_model, "model_json_schema"):
+        return schema_or_model.model_json_schema()
+    if isinstance(schema_or_model, Path) or (isinstance(schema_or_model, str) and not schema_or_model.lstrip().startswith("{")):
+        path = Path(schema_or_model)
+        if not path.is_file():
+            raise SchemaError(f"schema file {str(path)!r} does not exist")
+        text = path.read_text()
+    else:
+        text = str(schema_or_model)
+    try:
+        schema = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise SchemaError(f"the schema is not valid JSON: {exc}") from None
+    if not isinstance(schema, dict):
+        raise SchemaError("a JSON Schema must be a JSON object")
+    return schema
+
+
+def compile_schema(schema_or_model: Any, tokenizer, budget: Budget | None = None) -> CompiledSchema:
+    """Compile a JSON Schema (dict, file, JSON text) or a pydantic model class into a canvas template."""
+    schema = load_schema(schema_or_model)
+    compiler = _Compiler(schema, tokenizer, budget or Budget())
+    template = compiler.template(schema)
+    eos = CanvasTemplate.from_positions(len(tokenizer), [tokenizer.eos_token_id])
+    return CompiledSchema(schema, template + eos)
