@@ -45,10 +45,11 @@ def generate(
     seed: int = typer.Option(0, "--seed", help="random seed; the same seed gives the same output"),
     max_new_tokens: int = typer.Option(None, "--max-new-tokens", help="default: the checkpoint's (256)"),
     fast: bool = typer.Option(False, "--fast", help="fast random draws (not token-identical to transformers)"),
+    schema: Path = typer.Option(None, "--schema", help="JSON Schema file: the output is a JSON value that validates"),
     watch: bool = typer.Option(False, "--watch", help="show the canvas denoising live"),
     as_json: bool = typer.Option(False, "--json", help="print one JSON object"),
 ) -> None:
-    """Generate text from PROMPT by block diffusion."""
+    """Generate text from PROMPT by block diffusion (with --schema: a JSON value that validates)."""
     from diffreason.engine import Engine
     from diffreason.model import load_model
 
@@ -56,6 +57,19 @@ def generate(
         raise DiffreasonError("--model DIR is required (build one with: diffreason build-model --preset tiny DIR)")
     if max_new_tokens is not None and max_new_tokens < 1:
         raise DiffreasonError(f"--max-new-tokens must be at least 1, got {max_new_tokens}")
+    if schema is not None:
+        from diffreason.structured import generate as generate_structured
+        from diffreason.tasks.json_schema import load_schema
+
+        schema_dict = load_schema(schema)  # file errors before the model loads
+        lm = load_model(model)
+        value, result = generate_structured(lm, schema_dict, prompt, seed, _sampler_config(lm, steps, fast))
+        if as_json:
+            print(json.dumps({"object": value, "steps": result.steps, "text": result.text, "seconds": result.seconds}))
+        else:
+            print(json.dumps(value, indent=2, ensure_ascii=False))
+            err_console.print(f"[dim]steps per canvas {result.steps}, {result.seconds:.2f}s[/dim]")
+        return
     lm = load_model(model)
     engine = Engine(lm, _sampler_config(lm, steps, fast))
     if watch:

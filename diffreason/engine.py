@@ -73,7 +73,6 @@ class EngineStats:
     forward: float = 0.0
     sampler: float = 0.0
     steps: int = 0
-    extra: dict = field(default_factory=dict)
 
 
 StepCallback = Callable[[int, StepTrace], None]  # (request index, trace of its step)
@@ -246,11 +245,12 @@ class Engine:
                 rows = state.active_rows()
                 t = self._tick()
                 step_cache, mask, pos = self._rows_view(views, rows, state.batch_size, cache, full_mask, dec_pos)
-                sc = state.self_conditioning
+                whole = rows.numel() == state.batch_size
+                sc = state.self_conditioning  # None at the first step: the model then uses a zero signal
                 logits = model(
-                    decoder_input_ids=state.canvas if sc is None or rows.numel() == state.batch_size else state.canvas[rows],
+                    decoder_input_ids=state.canvas if whole else state.canvas[rows],
                     past_key_values=step_cache,
-                    self_conditioning_logits=None if sc is None else (sc if rows.numel() == state.batch_size else sc[rows]),
+                    self_conditioning_logits=sc if sc is None or whole else sc[rows],
                     decoder_attention_mask=mask,
                     decoder_position_ids=pos,
                 ).logits

@@ -133,3 +133,37 @@ def test_pydantic_round_trip_through_the_engine():
         assert isinstance(person, Person) and person.role in ("admin", "user")
         assert result.steps and all(1 <= s <= 4 for s in result.steps)
         assert Person.model_validate_json(person.model_dump_json()) == person
+
+
+def test_cli_generate_with_schema(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    from diffreason import build_model
+
+    ck = tmp_path / "ck"
+    build_model("tiny", canvas_length=128).save(ck)
+    schema = {"type": "object", "required": ["n", "ok"], "properties": {
+        "n": {"type": "integer", "minimum": 1, "maximum": 9}, "ok": {"type": "boolean"}}}
+    (tmp_path / "s.json").write_text(json.dumps(schema))
+    (tmp_path / "bad.json").write_text(json.dumps({"type": "object", "required": ["a"],
+                                                   "properties": {"a": {"type": "string", "format": "ipv6"}}}))
+    env = {**os.environ, "PYTHONWARNINGS": "ignore"}
+
+    def run(*args):
+        return subprocess.run([sys.executable, "-m", "diffreason.cli", "generate", "--model", str(ck), *args],
+                              capture_output=True, text=True, timeout=300, env=env)
+
+    p = run("--schema", str(tmp_path / "s.json"), "--steps", "3", "--json", "give me one")
+    assert p.returncode == 0, p.stderr
+    out = json.loads(p.stdout)
+    jsonschema.validate(out["object"], schema)
+    assert out["steps"] and all(1 <= s <= 3 for s in out["steps"])
+    for args, message in [
+        (["--schema", str(tmp_path / "bad.json"), "x"], "unsupported keyword 'format' value 'ipv6' at /properties/a/format"),
+        (["--schema", str(tmp_path / "missing.json"), "x"], "does not exist"),
+    ]:
+        p = run(*args)
+        lines = [ln for ln in p.stderr.splitlines() if ln.strip()]
+        assert p.returncode == 2 and len(lines) == 1 and message in lines[0], p.stderr
