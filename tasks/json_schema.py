@@ -10,10 +10,10 @@ What outlines' regexes cannot express is added here: integer bounds (exact digit
 sound subset), type lists, `email` / `uri` formats. Anything else unsupported raises one `SchemaError` naming the
 keyword and its JSON path. Every result is checked with `jsonschema`.
 
-Status: first increment — objects with required/optional properties, nested objects, arrays (items, min/maxItems),
-strings (enum, const, pattern, min/maxLength, date / date-time / time / uuid / email / uri), integers and numbers
-with bounds, booleans, null, type lists, anyOf/oneOf, $ref/$defs (non-recursive). Not yet: uniqueItems, recursive
-schemas to a depth limit, the trained JSON model and the jsonschemabench eval.
+Status: first increment — objects with required/optional properties, nested objects, arrays (items, min/maxItems,
+uniqueItems over finite item sets), strings (enum, const, pattern, min/maxLength, date / date-time / time / uuid /
+email / uri), integers and numbers with bounds, booleans, null, type lists, anyOf, $ref/$defs (recursive ones unfold
+to a depth limit). Not yet: oneOf (exclusivity), the trained JSON model and the jsonschemabench eval.
 """
 
 from __future__ import annotations
@@ -33,6 +33,10 @@ class SchemaError(DiffreasonError):
     """A schema this compiler cannot turn into a template (names the keyword and its JSON path)."""
 
 
+class _DepthLimit(SchemaError):
+    """A recursive $ref reached the depth limit; optional places drop the member, required ones fail."""
+
+
 # Keywords that only annotate: they never change which instances validate.
 ANNOTATIONS = {
     "title", "description", "default", "examples", "$schema", "$id", "$comment", "deprecated", "readOnly",
@@ -40,7 +44,7 @@ ANNOTATIONS = {
 }
 SUPPORTED = {
     "object": {"type", "properties", "required", "additionalProperties"},
-    "array": {"type", "items", "minItems", "maxItems"},
+    "array": {"type", "items", "minItems", "maxItems", "uniqueItems"},
     "string": {"type", "enum", "const", "pattern", "minLength", "maxLength", "format"},
     "integer": {"type", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "enum", "const"},
     "number": {"type", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "enum", "const"},
@@ -129,8 +133,9 @@ def _json_literal(value: Any) -> str:
 
 
 class _Compiler:
-    def __init__(self, root: dict, tokenizer, budget: Budget):
+    def __init__(self, root: dict, tokenizer, budget: Budget, max_depth: int = 3):
         self.root = root
+        self.max_depth = max_depth
         self.tokenizer = tokenizer
         self.budget = budget
         self.vocab = len(tokenizer)
@@ -149,8 +154,10 @@ class _Compiler:
             ref = schema["$ref"]
             if not isinstance(ref, str) or not ref.startswith("#"):
                 self.fail(path, f"unsupported keyword '$ref' (only local references, got {ref!r})")
-            if ref in seen:
-                self.fail(path, f"unsupported keyword '$ref' (recursive reference {ref})")
+            if seen.count(ref) >= self.max_depth:
+                raise _DepthLimit(
+                    f"recursive reference {ref} is required at every depth (depth limit {self.max_depth}) at {path}"
+                )
             seen = seen + (ref,)
             node: Any = self.root
             for part in [p for p in ref[1:].split("/") if p]:
@@ -192,7 +199,14 @@ class _Compiler:
             if key in schema:
                 if key == "oneOf":
                     self.fail(path, "unsupported keyword 'oneOf' inside a value slot")
-                options = [self.value_regex(s, f"{path}/{key}/{i}", seen) for i, s in enumerate(schema[key])]
+                options, limit = [], None
+                for i, sub in enumerate(schema[key]):
+                    try:
+                        options.append(self.value_regex(sub, f"{path}/{key}/{i}", seen))
+                    except _DepthLimit as exc:
+                        limit = exc
+                if not options:
+                    raise limit
                 return "(" + "|".join(f"({r})" for r, _ in options) + ")", max(n for _, n in options)
         kind = schema.get("type")
         if isinstance(kind, list):
@@ -232,13 +246,20 @@ class _Compiler:
         if kind == "string":
             return self.string_regex(schema, path)
         if kind == "array":
-            item_regex, item_len = self.value_regex(schema.get("items", {"type": "string"}), f"{path}/items", seen)
             lo = int(schema.get("minItems", 0))
             hi = int(schema.get("maxItems", max(lo, self.budget.array_items)))
             if lo > hi:
                 self.fail(path, f"minItems {lo} > maxItems {hi}")
+            try:
+                item_regex, item_len = self.value_regex(schema.get("items", {"type": "string"}), f"{path}/items", seen)
+            except _DepthLimit:
+                if lo > 0:
+                    raise
+                hi = 0
             if hi == 0:
                 return r"\[\]", 2
+            if schema.get("uniqueItems") and hi > 1:
+                return self.unique_array_regex(schema, path, lo, hi, seen)
             more = f"(,({item_regex})){{{max(0, lo - 1)},{hi - 1}}}"
             body = f"({item_regex}){more}"
             regex = rf"\[({body})\]" if lo >= 1 else rf"\[({body})?\]"
@@ -246,6 +267,31 @@ class _Compiler:
         if kind == "object":
             return self.object_regex(schema, path, seen)
         self.fail(path, f"unsupported type {kind!r}")
+
+    def unique_array_regex(self, schema: dict, path: str, lo: int, hi: int, seen: tuple) -> tuple[str, int]:
+        """uniqueItems over a finite item set: every ordered selection without repetition, spelled out."""
+        from itertools import permutations
+
+        items, _, _ = self.resolve(schema.get("items", {}), f"{path}/items", seen)
+        if "enum" in items:
+            values = list(items["enum"])
+        elif "const" in items:
+            values = [items["const"]]
+        elif items.get("type") == "boolean":
+            values = [True, False]
+        elif items.get("type") == "null":
+            values = [None]
+        else:
+            self.fail(f"{path}/uniqueItems", "unsupported keyword 'uniqueItems' unless items come from a finite set")
+        lits = [json.dumps(v, separators=(",", ":"), ensure_ascii=False) for v in values]
+        hi = min(hi, len(lits))
+        if lo > hi:
+            self.fail(f"{path}/uniqueItems", f"minItems {lo} exceeds the {len(lits)} distinct items")
+        selections = [p for k in range(lo, hi + 1) for p in permutations(lits, k)]
+        if len(selections) > 5000:
+            self.fail(f"{path}/uniqueItems", f"unsupported keyword 'uniqueItems' over {len(lits)} items (too many orders)")
+        body = "|".join(re.escape("[" + ",".join(p) + "]") for p in selections)
+        return f"({body})", 2 + sum(sorted((len(x) + 1 for x in lits), reverse=True)[:hi])
 
     def infer_type(self, schema: dict, path: str) -> str:
         for kind, keys in (("object", {"properties"}), ("array", {"items"}), ("string", {"pattern", "format"})):
@@ -315,7 +361,12 @@ class _Compiler:
             self.fail(f"{path}/required", f"required property {missing[0]!r} has no schema in 'properties'")
         parts, total = [], 2
         for key in [k for k in props if k in required] + [k for k in props if k not in required]:
-            r, n = self.value_regex(props[key], f"{path}/properties/{key}", seen)
+            try:
+                r, n = self.value_regex(props[key], f"{path}/properties/{key}", seen)
+            except _DepthLimit:
+                if key in required:
+                    raise
+                continue
             member = _json_literal(key) + ":" + f"({r})"
             parts.append((key in required, member))
             total += n + len(key) + 4
@@ -356,7 +407,10 @@ class _Compiler:
             out = out + self.text(("," if i else "") + json.dumps(key, ensure_ascii=False) + ":")
             out = out + self.template(props[key], f"{path}/properties/{key}", seen)
         for key in optional:
-            r, n = self.value_regex(props[key], f"{path}/properties/{key}", seen)
+            try:
+                r, n = self.value_regex(props[key], f"{path}/properties/{key}", seen)
+            except _DepthLimit:
+                continue
             member = f"(,{_json_literal(key)}:({r}))?"
             out = out + self.slot(member, n + len(key) + 4, f"{path}/properties/{key}")
         return out + self.text("}")
@@ -365,7 +419,10 @@ class _Compiler:
         members = []
         total = 2
         for key in props:
-            r, n = self.value_regex(props[key], f"{path}/properties/{key}", seen)
+            try:
+                r, n = self.value_regex(props[key], f"{path}/properties/{key}", seen)
+            except _DepthLimit:
+                continue
             members.append(f"{_json_literal(key)}:({r})")
             total += n + len(key) + 4
         # any in-order subset: first present member without comma, later ones with
@@ -373,6 +430,8 @@ class _Compiler:
         for i in range(len(members)):
             rest = "".join(f"(,{m})?" for m in members[i + 1 :])
             alternatives.append(f"{members[i]}{rest}")
+        if not alternatives:
+            return r"\{\}", 2
         return r"\{(" + "|".join(f"({a})" for a in alternatives) + r")?\}", total
 
 
@@ -423,10 +482,15 @@ def load_schema(schema_or_model: Any) -> dict:
     return schema
 
 
-def compile_schema(schema_or_model: Any, tokenizer, budget: Budget | None = None) -> CompiledSchema:
-    """Compile a JSON Schema (dict, file, JSON text) or a pydantic model class into a canvas template."""
+def compile_schema(
+    schema_or_model: Any, tokenizer, budget: Budget | None = None, max_depth: int = 3
+) -> CompiledSchema:
+    """Compile a JSON Schema (dict, file, JSON text) or a pydantic model class into a canvas template.
+
+    Recursive `$ref`s unfold up to `max_depth` times; below that, optional members and array items are left out.
+    """
     schema = load_schema(schema_or_model)
-    compiler = _Compiler(schema, tokenizer, budget or Budget())
+    compiler = _Compiler(schema, tokenizer, budget or Budget(), max_depth)
     template = compiler.template(schema)
     eos = CanvasTemplate.from_positions(len(tokenizer), [tokenizer.eos_token_id])
     return CompiledSchema(schema, template + eos)

@@ -403,7 +403,7 @@ def conflict_mask(argmax: torch.Tensor) -> torch.Tensor:
     """[B, 81] cells whose digit (any token kind) repeats within one of their units."""
     digits = (argmax - FREE_BASE) % 9  # free and given tokens alike: digit - 1 (GIVEN_BASE - FREE_BASE = 729)
     onehot = torch.nn.functional.one_hot(digits, 9)  # [B, 81, 9]
-    units = torch.tensor(UNITS)  # [27, 9]
+    units = torch.tensor(UNITS, device=argmax.device)  # [27, 9]
     per_unit = onehot[:, units].sum(dim=2)  # [B, 27, 9] digit counts per unit
     clash = torch.zeros(argmax.shape, dtype=torch.bool, device=argmax.device)
     for u in range(27):
@@ -422,7 +422,7 @@ def verified_hook(sampler):
         if not bool(clash.any()):
             return
         gens = [state.generators[int(r)] for r in rows]
-        u = torch.stack([torch.rand(CELLS, generator=g) for g in gens])
+        u = torch.stack([torch.rand(CELLS, generator=g, device=state.canvas.device) for g in gens])
         noise = constraint.draw(u)
         state.canvas[rows] = torch.where(clash, noise, state.canvas[rows])
         has_clash = clash.any(-1)

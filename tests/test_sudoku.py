@@ -248,3 +248,21 @@ def test_sft_loss_learns_on_a_fixed_batch():
         opt.step()
         losses.append(float(loss))
     assert losses[-1] < losses[0] * 0.9
+
+
+def test_cli_eval_writes_json_markdown_and_png(sudoku_checkpoint, tmp_path):
+    p = run_cli("eval", "sudoku", "--model", str(sudoku_checkpoint), "--n", "2", "--tiers", "easy,extreme",
+                "--budgets", "2,4", "--out", str(tmp_path))
+    assert p.returncode == 0, p.stderr
+    report = json.loads((tmp_path / "sudoku.json").read_text())
+    assert set(report["tiers"]) == {"easy", "extreme"}
+    for entry in report["tiers"].values():
+        assert set(entry["modes"]) == {"model", "verified"}
+        for m in entry["modes"].values():
+            assert 0 <= m["solve_rate"] <= 1 and set(m["solve_rate_at_budget"]) == {"2", "4"}
+            assert 1 <= m["steps_median"] <= 4 and len(m["solved_within"]) == 4
+    md = (tmp_path / "sudoku.md").read_text()
+    assert "| easy |" in md and "verified" in md and "diffreason eval sudoku" in md
+    assert (tmp_path / "sudoku.png").read_bytes()[:4] == b"\x89PNG"
+    bad = run_cli("eval", "sudoku", "--model", str(sudoku_checkpoint), "--tiers", "impossible")
+    assert bad.returncode == 2 and "unknown tier or mode 'impossible'" in bad.stderr
