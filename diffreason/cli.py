@@ -288,6 +288,45 @@ def eval_sudoku(
     print((out / "sudoku.md").read_text())
 
 
+@eval_app.command("json")
+def eval_json(
+    schemas: Path = typer.Option(..., "--schemas", help="directory of jsonschemabench-style files"),
+    model: Path = typer.Option(None, "--model", "-m", help="generate with this model (default: random fillings)"),
+    limit: int = typer.Option(0, "--limit", help="at most N schemas per collection (0: all)"),
+    collections: str = typer.Option("", "--collections", help="comma-separated collection names (default: all)"),
+    fillings: int = typer.Option(2, "--fillings", help="outputs checked per compiled schema"),
+    out: Path = typer.Option(Path("evals/reports"), "--out", help="report directory"),
+) -> None:
+    """Coverage, validity and compile time of the JSON-schema compiler, per collection."""
+    from rich.progress import Progress
+
+    from diffreason.evals.json_eval import collection_of, run_eval, write_report
+    from diffreason.model import load_model
+    from diffreason.tokenizer import train_byte_bpe
+
+    if not schemas.is_dir():
+        raise DiffreasonError(f"--schemas {str(schemas)!r} is not a directory")
+    wanted = {c.strip() for c in collections.split(",") if c.strip()}
+    files, counts = [], {}
+    for f in sorted(schemas.glob("*.json")):
+        c = collection_of(f.name)
+        if (wanted and c not in wanted) or (limit and counts.get(c, 0) >= limit):
+            continue
+        counts[c] = counts.get(c, 0) + 1
+        files.append(f)
+    if not files:
+        raise DiffreasonError(f"no schema files selected in {schemas}")
+    lm = load_model(model) if model else None
+    tokenizer = lm.tokenizer if lm else train_byte_bpe()
+    with Progress(console=err_console, transient=True) as bar:
+        task = bar.add_task("schemas", total=len(files))
+        report = run_eval(files, tokenizer, lm, fillings, progress=lambda: bar.advance(task))
+    command = "diffreason eval json " + " ".join(sys.argv[3:])
+    for path in write_report(report, out, command):
+        err_console.print(f"wrote {path}")
+    print((out / "json.md").read_text())
+
+
 class GridWatcher:
     """Live Sudoku grid: givens bold, cells accepted this step green, the rest the model's current guess, dim."""
 

@@ -73,6 +73,7 @@ class Budget:
     number: int = 12
     array_items: int = 4
     max_slot: int = 96
+    max_regex: int = 2500  # larger regexes make outlines' automaton construction slow
 
 
 # ---- regexes for leaf values ----------------------------------------------------------------------------------------
@@ -177,6 +178,8 @@ class _Compiler:
     def slot(self, regex: str, length: int, path: str) -> CanvasTemplate:
         from diffreason.errors import TemplateError
 
+        if len(regex) > self.budget.max_regex:
+            self.fail(path, f"value too complex for one slot ({len(regex)}-character regex)")
         try:
             return CanvasTemplate.from_regex(regex, self.tokenizer, min(length, self.budget.max_slot))
         except TemplateError as exc:
@@ -359,7 +362,7 @@ class _Compiler:
         missing = [k for k in schema.get("required", []) if k not in props]
         if missing:
             self.fail(f"{path}/required", f"required property {missing[0]!r} has no schema in 'properties'")
-        parts, total = [], 2
+        members = []  # (always present, member regex, budget)
         for key in [k for k in props if k in required] + [k for k in props if k not in required]:
             try:
                 r, n = self.value_regex(props[key], f"{path}/properties/{key}", seen)
@@ -367,21 +370,13 @@ class _Compiler:
                 if key in required:
                     raise
                 continue
-            member = _json_literal(key) + ":" + f"({r})"
-            parts.append((key in required, member))
-            total += n + len(key) + 4
-        regex = ""
-        first = True
-        for req, member in parts:
-            if req:
-                regex += member if first else "," + member
-                first = False
-            elif first:
-                # no required member before: an optional first member; later ones need a comma only if one exists
-                self.fail(path, "objects whose optional properties come first are compiled as scaffolds only")
-            else:
-                regex += f"(,{member})?"
-        return r"\{" + regex + r"\}", total
+            members.append((key in required, f"{_json_literal(key)}:({r})", n + len(key) + 4))
+        if not members:
+            return r"\{\}", 2
+        # With no required member the first one is emitted anyway: a sound subset that keeps commas linear
+        # (the alternative, "any first member", makes the regex quadratic and the automaton explode).
+        regex = members[0][1] + "".join(f",{m}" if req else f"(,{m})?" for req, m, _ in members[1:])
+        return r"\{" + regex + r"\}", 2 + sum(n for _, _, n in members)
 
     # -- scaffold ---------------------------------------------------------------------------------------------------
 
@@ -398,10 +393,17 @@ class _Compiler:
         missing = [k for k in schema.get("required", []) if k not in props]
         if missing:
             self.fail(f"{path}/required", f"required property {missing[0]!r} has no schema in 'properties'")
+        if not required:  # as in object_regex: the first member that compiles is emitted anyway
+            for key in props:
+                try:
+                    self.value_regex(props[key], f"{path}/properties/{key}", seen)
+                except _DepthLimit:
+                    continue
+                required = [key]
+                break
+            else:
+                return self.text("{}")
         optional = [k for k in props if k not in required]
-        if not required:
-            regex, length = self.object_with_optional_only(props, path, seen)
-            return self.slot(regex, length, path)
         out = self.text("{")
         for i, key in enumerate(required):
             out = out + self.text(("," if i else "") + json.dumps(key, ensure_ascii=False) + ":")
@@ -414,25 +416,6 @@ class _Compiler:
             member = f"(,{_json_literal(key)}:({r}))?"
             out = out + self.slot(member, n + len(key) + 4, f"{path}/properties/{key}")
         return out + self.text("}")
-
-    def object_with_optional_only(self, props: dict, path: str, seen: tuple) -> tuple[str, int]:
-        members = []
-        total = 2
-        for key in props:
-            try:
-                r, n = self.value_regex(props[key], f"{path}/properties/{key}", seen)
-            except _DepthLimit:
-                continue
-            members.append(f"{_json_literal(key)}:({r})")
-            total += n + len(key) + 4
-        # any in-order subset: first present member without comma, later ones with
-        alternatives = []
-        for i in range(len(members)):
-            rest = "".join(f"(,{m})?" for m in members[i + 1 :])
-            alternatives.append(f"{members[i]}{rest}")
-        if not alternatives:
-            return r"\{\}", 2
-        return r"\{(" + "|".join(f"({a})" for a in alternatives) + r")?\}", total
 
 
 @dataclass

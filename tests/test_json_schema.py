@@ -174,3 +174,25 @@ def test_cli_generate_with_schema(tmp_path):
         p = run(*args)
         lines = [ln for ln in p.stderr.splitlines() if ln.strip()]
         assert p.returncode == 2 and len(lines) == 1 and message in lines[0], p.stderr
+
+
+def test_eval_json_on_a_few_bench_schemas(tmp_path):
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    bench = Path(__file__).resolve().parents[1].parent / "shared" / "jsonschemabench" / "schemas"
+    if not bench.is_dir():
+        pytest.skip("../shared/jsonschemabench is not here")
+    p = subprocess.run(
+        [sys.executable, "-m", "diffreason.cli", "eval", "json", "--schemas", str(bench), "--limit", "2",
+         "--collections", "Glaiveai2K,Github_trivial", "--fillings", "1", "--out", str(tmp_path)],
+        capture_output=True, text=True, timeout=600, env={**os.environ, "PYTHONWARNINGS": "ignore"},
+    )
+    assert p.returncode == 0, p.stderr
+    report = json.loads((tmp_path / "json.json").read_text())
+    assert set(report["collections"]) == {"Glaiveai2K", "Github_trivial"}
+    assert report["total"]["schemas"] == 4
+    assert report["total"].get("invalid", 0) == 0  # every output of a compiled schema validates
+    assert "| Glaiveai2K | 2 |" in (tmp_path / "json.md").read_text()
