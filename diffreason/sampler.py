@@ -11,9 +11,10 @@ model's logits for the active canvases and advances their `DenoiseState` by one 
    fixed positions are clamped and excluded from acceptance and stop statistics;
 5. a `StopRule` decides per canvas (stable argmax + confident); the argmax canvas is what gets committed.
 
-The numerics and random draws follow transformers' `EntropyBoundSampler` / `StableAndConfidentStoppingCriteria`
-exactly (softmax → multinomial for the samples, randint for the noise, entropy as `Categorical.entropy`), so an
-unconstrained canvas reproduces `model.generate` token for token. Each canvas draws from its own generator, so a
+The numerics follow transformers' `EntropyBoundSampler` / `StableAndConfidentStoppingCriteria`; with
+`draws="reference"` so do the random draws (a multinomial sample at every position, randint noise), so an
+unconstrained canvas reproduces `model.generate` token for token. `draws="fast"` samples only the accepted positions
+(inverse CDF): the same distributions from fewer random numbers. Each canvas draws from its own generator, so a
 request's result never depends on what else shares its batch.
 """
 

@@ -106,7 +106,6 @@ def main(
         table.add_row(*row)
     console.print(table)
     console.print(f"reference draws: tokens identical to transformers generate: {'yes' if identical else 'NO'}")
-    console.print(table)
     if not identical:
         raise typer.Exit(1)
 

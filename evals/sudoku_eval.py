@@ -24,6 +24,15 @@ import torch
 from diffreason.tasks import sudoku
 
 
+def _display_path(path) -> str:
+    if path is None:
+        return "in-memory"
+    try:
+        return str(Path(path).resolve().relative_to(Path.cwd()))
+    except ValueError:
+        return str(path)
+
+
 def _percentile(values, q):
     values = sorted(values)
     if not values:
@@ -42,7 +51,7 @@ def run_eval(
     progress=None,
 ) -> dict:
     report = {
-        "model": str(lm.path) if lm.path else "in-memory",
+        "model": _display_path(lm.path),
         "parameters": sum(p.numel() for p in lm.model.parameters()),
         "n_per_tier": n,
         "budgets": list(budgets),

@@ -129,6 +129,25 @@ def integer_regex(lo: int | None, hi: int | None) -> str:
     return "|".join(f"({p})" for p in parts)
 
 
+def _unsafe_pattern(pattern: str) -> str | None:
+    """Why a pattern could produce characters a raw JSON string cannot hold (quote, backslash, controls), or None.
+
+    Conservative: only explicit alphanumeric ranges, escaped literals and \\d / \\w classes are accepted.
+    """
+    if re.search(r"(?<!\\)\.", pattern.replace("\\\\", "")):
+        return "'.' may match a quote or a control character"
+    if "[^" in pattern or "(?" in pattern:
+        return "negated classes and lookarounds are not supported"
+    if re.search(r"\\[sSWDbB\"\\]", pattern):
+        return "classes that include quotes, backslashes or control characters are not supported"
+    for a, b in re.findall(r"(?<!\\)(.)-(.)", "".join(re.findall(r"\[([^\]]*)\]", pattern))):
+        if not (a.isalnum() and b.isalnum()):
+            return f"the range {a}-{b} is not supported"
+    if '"' in pattern or any(ord(c) < 32 for c in pattern):
+        return "quotes and control characters are not supported"
+    return None
+
+
 def _json_literal(value: Any) -> str:
     return re.escape(json.dumps(value, separators=(",", ":"), ensure_ascii=False))
 
@@ -340,10 +359,17 @@ class _Compiler:
         return "(" + "|".join(f"({o})" for o in options) + ")"
 
     def string_regex(self, schema: dict, path: str) -> tuple[str, int]:
+        lengths = [k for k in ("minLength", "maxLength") if k in schema]
+        if lengths and ("format" in schema or "pattern" in schema):
+            other = "format" if "format" in schema else "pattern"
+            self.fail(f"{path}/{lengths[0]}", f"unsupported keyword {lengths[0]!r} together with {other!r}")
         if "format" in schema:
             return FORMATS[schema["format"]], FORMAT_CHARS[schema["format"]]
         if "pattern" in schema:
             pattern = schema["pattern"]
+            problem = _unsafe_pattern(pattern)
+            if problem:
+                self.fail(f"{path}/pattern", f"unsupported keyword 'pattern' ({problem})")
             pattern = pattern[1:] if pattern.startswith("^") else f".*{pattern}"
             pattern = pattern[:-1] if pattern.endswith("$") and not pattern.endswith("\\$") else f"{pattern}.*"
             if ".*" in pattern:

@@ -426,7 +426,8 @@ def verified_hook(sampler):
         noise = constraint.draw(u)
         state.canvas[rows] = torch.where(clash, noise, state.canvas[rows])
         has_clash = clash.any(-1)
-        reopen = has_clash & state.stopped_early[rows]
+        # a conflicting grid may not stop early — but the step budget still ends it
+        reopen = has_clash & state.stopped_early[rows] & (state.steps_left[rows] > 0)
         state.done[rows] = state.done[rows] & ~reopen
         state.stopped_early[rows] = state.stopped_early[rows] & ~has_clash
 

@@ -196,3 +196,19 @@ def test_eval_json_on_a_few_bench_schemas(tmp_path):
     assert report["total"]["schemas"] == 4
     assert report["total"].get("invalid", 0) == 0  # every output of a compiled schema validates
     assert "| Glaiveai2K | 2 |" in (tmp_path / "json.md").read_text()
+
+
+@pytest.mark.parametrize(
+    "string_schema, message",
+    [
+        ({"type": "string", "pattern": "^[a-z]+$", "maxLength": 4}, "'maxLength' together with 'pattern'"),
+        ({"type": "string", "format": "date", "minLength": 4}, "'minLength' together with 'format'"),
+        ({"type": "string", "pattern": "^.+$"}, "'.' may match a quote"),
+        ({"type": "string", "pattern": "^[ -~]+$"}, "the range  -~ is not supported"),
+    ],
+)
+def test_string_keywords_the_regex_cannot_combine_fail_clearly(string_schema, message):
+    schema = {"type": "object", "required": ["s"], "properties": {"s": string_schema}}
+    with pytest.raises(SchemaError) as info:
+        compile_schema(schema, TOK)
+    assert message in str(info.value) and "/properties/s/" in str(info.value)

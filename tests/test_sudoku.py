@@ -149,6 +149,23 @@ def test_verified_mode_keeps_conflicting_canvases_running(sudoku_lm):
     assert results[0].steps == 5 or results[0].solved
 
 
+def test_verified_hook_reopens_only_within_the_budget():
+    """A conflicting grid that 'converged' is re-opened, except at its last step: the budget always ends it."""
+    from diffreason import CanvasConstraint, RenoiseSampler, SamplerConfig
+
+    sampler = RenoiseSampler(SamplerConfig(max_denoising_steps=3))
+    constraint = CanvasConstraint.from_templates([S.template(EASY.puzzle)] * 2)
+    state = sampler.init_state(2, 81, S.VOCAB_SIZE, [torch.Generator().manual_seed(i) for i in range(2)], constraint)
+    clashing = torch.tensor([S.free_token(i, 1) if not d else S.given_token(i, d) for i, d in enumerate(EASY.puzzle)])
+    state.argmax = torch.stack([clashing, clashing])
+    state.done[:] = True
+    state.stopped_early[:] = True
+    state.steps_left = torch.tensor([2, 0], dtype=torch.int32)
+    S.verified_hook(sampler)(state, torch.arange(2))
+    assert state.done.tolist() == [False, True]
+    assert state.stopped_early.tolist() == [False, False]
+
+
 def test_solve_errors(sudoku_lm, tiny_lm):
     with pytest.raises(S.SudokuError, match="unknown mode"):
         S.solve(sudoku_lm, [EASY.puzzle], mode="magic")
