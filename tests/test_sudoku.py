@@ -283,3 +283,19 @@ def test_cli_eval_writes_json_markdown_and_png(sudoku_checkpoint, tmp_path):
     assert (tmp_path / "sudoku.png").read_bytes()[:4] == b"\x89PNG"
     bad = run_cli("eval", "sudoku", "--model", str(sudoku_checkpoint), "--tiers", "impossible")
     assert bad.returncode == 2 and "unknown tier or mode 'impossible'" in bad.stderr
+
+
+def test_embedded_checkpoint_is_a_small_diffusiongemma_that_solves_easy_puzzles():
+    from diffreason import load_model
+    from diffreason.cli import EMBEDDED_SUDOKU
+
+    files = list(EMBEDDED_SUDOKU.iterdir())
+    assert {"config.json", "generation_config.json", "model.safetensors", "tokenizer.json"} <= {f.name for f in files}
+    assert sum(f.stat().st_size for f in files) <= 20 * 2**20
+    lm = load_model(EMBEDDED_SUDOKU)
+    assert type(lm.model).__name__ == "DiffusionGemmaForBlockDiffusion" and lm.canvas_length == 81
+    puzzles = S.generate_set("easy", 12, seed=77)
+    results = S.solve(lm, [p.puzzle for p in puzzles], mode="model")
+    # the eval measures ~90 % on easy puzzles; a broken checkpoint or sampler solves none
+    assert sum(r.solved for r in results) >= 8
+    assert all(r.solution == "".join(map(str, p.solution)) for r, p in zip(results, puzzles) if r.solved)
