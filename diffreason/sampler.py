@@ -20,7 +20,7 @@ request's result never depends on what else shares its batch.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Literal, Protocol
 
 import torch
@@ -146,7 +146,6 @@ class StepOutput:
     accepted: torch.Tensor  # [b, C] bool
     mean_entropy: torch.Tensor  # [b]
     stopped: torch.Tensor  # [b] bool: finished at this step
-    extra: dict = field(default_factory=dict)
 
 
 # --------------------------------------------------------------------------------------------------------------------

@@ -449,9 +449,6 @@ class CompiledSchema:
     schema: dict
     template: CanvasTemplate
 
-    def parse(self, text: str) -> Any:
-        return json.loads(text)
-
     def random_filling(self, generator) -> list[int]:
         """A filling of the template as the engine commits one, from random logits (for property tests)."""
         import torch
