@@ -42,6 +42,16 @@ ANNOTATIONS = {
     "title", "description", "default", "examples", "$schema", "$id", "$comment", "deprecated", "readOnly",
     "writeOnly", "markdownDescription", "id", "$defs", "definitions", "contentMediaType", "contentEncoding",
 }
+# Keywords that constrain instances (JSON Schema 2020-12 and draft 4-7). Any other key is not a validation keyword —
+# an annotation, a vendor extension or a typo — and, as validators do, the compiler ignores it.
+VALIDATION_KEYWORDS = {
+    "type", "enum", "const", "multipleOf", "maximum", "exclusiveMaximum", "minimum", "exclusiveMinimum", "maxLength",
+    "minLength", "pattern", "format", "items", "additionalItems", "prefixItems", "maxItems", "minItems",
+    "uniqueItems", "contains", "maxContains", "minContains", "maxProperties", "minProperties", "required",
+    "properties", "patternProperties", "additionalProperties", "dependencies", "dependentRequired",
+    "dependentSchemas", "propertyNames", "if", "then", "else", "allOf", "anyOf", "oneOf", "not", "$ref",
+    "unevaluatedItems", "unevaluatedProperties",
+}
 SUPPORTED = {
     "object": {"type", "properties", "required", "additionalProperties"},
     "array": {"type", "items", "minItems", "maxItems", "uniqueItems"},
@@ -234,7 +244,7 @@ class _Compiler:
         if isinstance(kind, list):
             # Keywords apply only to instances of their type: each branch keeps its own.
             for key in schema:
-                if key not in ANNOTATIONS and not any(key in SUPPORTED.get(t, ()) for t in kind):
+                if key in VALIDATION_KEYWORDS and not any(key in SUPPORTED.get(t, ()) for t in kind):
                     self.fail(f"{path}/{key}", f"unsupported keyword {key!r} for types {kind}")
             options = [
                 self.value_regex({k: v for k, v in schema.items() if k in SUPPORTED.get(t, ()) or k in ANNOTATIONS}
@@ -323,7 +333,7 @@ class _Compiler:
 
     def check_keywords(self, schema: dict, kind: str, path: str) -> None:
         for key in schema:
-            if key not in ANNOTATIONS and key not in SUPPORTED[kind] and key not in ("anyOf", "oneOf", "$ref"):
+            if key in VALIDATION_KEYWORDS and key not in SUPPORTED[kind] and key not in ("anyOf", "oneOf", "$ref"):
                 self.fail(f"{path}/{key}", f"unsupported keyword {key!r} for type {kind!r}")
         if kind == "string" and "format" in schema and schema["format"] not in FORMATS:
             self.fail(f"{path}/format", f"unsupported keyword 'format' value {schema['format']!r}")

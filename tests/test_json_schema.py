@@ -212,3 +212,10 @@ def test_string_keywords_the_regex_cannot_combine_fail_clearly(string_schema, me
     with pytest.raises(SchemaError) as info:
         compile_schema(schema, TOK)
     assert message in str(info.value) and "/properties/s/" in str(info.value)
+
+
+def test_non_validation_keywords_are_ignored_like_validators_do():
+    schema = {"type": "object", "required": ["a"], "x-vendor": 1, "properties": {
+        "a": {"type": "string", "maxLength": 3, "descripton": "a typo", "_meta": {"k": 1}}}}
+    compiled = compile_schema(schema, TOK)
+    jsonschema.validate(fill_and_parse(compiled, 0), schema)
