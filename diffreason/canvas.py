@@ -269,10 +269,14 @@ class CanvasConstraint:
         vocab = templates[0].vocab_size
         fixed = torch.stack([t.fixed for t in templates])
         free = fixed < 0
-        offsets, masks = [], []
+        # Templates that share a mask table (the same tensor) share its rows in the batch table.
+        offsets, masks, seen, total = [], [], {}, 0
         for t in templates:
-            offsets.append(sum(m.shape[0] for m in masks))
-            masks.append(t.masks)
+            if id(t.masks) not in seen:
+                seen[id(t.masks)] = total
+                masks.append(t.masks)
+                total += t.masks.shape[0]
+            offsets.append(seen[id(t.masks)])
         all_masks = torch.cat(masks) if masks else torch.zeros((0, vocab), dtype=torch.bool)
         mask_index = torch.stack(
             [torch.where(t.mask_index >= 0, t.mask_index + off, t.mask_index) for t, off in zip(templates, offsets)]

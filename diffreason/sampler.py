@@ -181,7 +181,7 @@ class RenoiseSampler:
             raise ValueError(f"need one generator per canvas: {len(generators)} for {batch}")
         canvas = torch.stack([self._uniform_tokens(vocab_size, canvas_length, g, device) for g in generators])
         if constraint is not None:
-            canvas = self._constrain_noise(canvas, constraint, generators)
+            canvas = self.constrain_noise(canvas, constraint, generators)
         return DenoiseState(
             canvas=canvas,
             argmax=canvas.clone(),
@@ -228,7 +228,7 @@ class RenoiseSampler:
         noise = torch.stack([self._uniform_tokens(vocab, length, g, logits.device) for g in gens])
         canvas = torch.where(accepted, samples, noise)
         if constraint is not None:
-            canvas = self._constrain_noise(canvas, constraint, gens, keep=accepted)
+            canvas = self.constrain_noise(canvas, constraint, gens, keep=accepted)
 
         # 5. stopping, on free positions only.
         if free is None:
@@ -282,7 +282,7 @@ class RenoiseSampler:
         return torch.randint(0, vocab, (length,), generator=generator, device=device)
 
     @staticmethod
-    def _constrain_noise(
+    def constrain_noise(
         canvas: torch.Tensor,
         constraint: CanvasConstraint,
         generators: list[torch.Generator],

@@ -275,12 +275,18 @@ def check_vocabulary(lm) -> None:
         )
 
 
+_CELL_MASKS = torch.zeros((CELLS, VOCAB_SIZE), dtype=torch.bool)  # mask i: the nine digit tokens of cell i
+for _i in range(CELLS):
+    _CELL_MASKS[_i, FREE_BASE + 9 * _i : FREE_BASE + 9 * _i + 9] = True
+
+
 def template(cells: Sequence[int]) -> CanvasTemplate:
-    """Givens fixed (as given-tokens); each blank allows only its own nine cell-aware digit tokens."""
+    """Givens fixed (as given-tokens); each blank allows only its own nine cell-aware digit tokens.
+
+    Every Sudoku template shares one mask table, so a batch's constraint holds 81 masks, not 81 per puzzle.
+    """
     fixed = torch.full((CELLS,), -1, dtype=torch.long)
-    masks = torch.zeros((CELLS, VOCAB_SIZE), dtype=torch.bool)
-    for i in range(CELLS):
-        masks[i, FREE_BASE + 9 * i : FREE_BASE + 9 * i + 9] = True
+    masks = _CELL_MASKS
     mask_index = torch.arange(CELLS)
     for i, d in enumerate(cells):
         if d:
@@ -422,9 +428,7 @@ def verified_hook(sampler):
         if not bool(clash.any()):
             return
         gens = [state.generators[int(r)] for r in rows]
-        u = torch.stack([torch.rand(CELLS, generator=g, device=state.canvas.device) for g in gens])
-        noise = constraint.draw(u)
-        state.canvas[rows] = torch.where(clash, noise, state.canvas[rows])
+        state.canvas[rows] = sampler.constrain_noise(state.canvas[rows], constraint, gens, keep=~clash)
         has_clash = clash.any(-1)
         # a conflicting grid may not stop early — but the step budget still ends it
         reopen = has_clash & state.stopped_early[rows] & (state.steps_left[rows] > 0)
