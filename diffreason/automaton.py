@@ -175,7 +175,8 @@ def _from_regex_cached(regex: str, tokenizer: _OutlinesTokenizer) -> TokenAutoma
     try:
         index, _empty, _finals = create_states_mapping(regex, tokenizer)
     except Exception as exc:  # interegular / outlines raise several types for unsupported constructs
-        raise TemplateError(f"cannot build an automaton for regex {regex!r}: {exc}") from None
+        reason = " ".join(str(exc).split()) or f"{type(exc).__name__} (not a regex this parser supports)"
+        raise TemplateError(f"cannot build an automaton for regex {regex!r}: {reason}") from None
     transitions = index.get_transitions()
     eos = tokenizer.eos_token_id
     # outlines marks acceptance by an EOS move into a final state; we end values with pads instead.

@@ -17,6 +17,9 @@ from rich.text import Text
 
 from diffreason.errors import DiffreasonError
 
+EMBEDDED_SUDOKU = Path(__file__).parent / "weights" / "sudoku-small"
+EMBEDDED_JSON = Path(__file__).parent / "weights" / "json-small"
+
 app = typer.Typer(
     add_completion=False,
     no_args_is_help=True,
@@ -40,7 +43,9 @@ def _sampler_config(lm, steps: int | None, fast: bool):
 @app.command()
 def generate(
     prompt: str = typer.Argument("", help="the prompt (empty: generate from BOS alone)"),
-    model: Path = typer.Option(None, "--model", "-m", help="DiffusionGemma checkpoint directory"),
+    model: Path = typer.Option(
+        None, "--model", "-m", help="DiffusionGemma checkpoint directory (default: the embedded JSON model)"
+    ),
     steps: int = typer.Option(None, "--steps", help="max denoising steps per canvas (default: the checkpoint's)"),
     seed: int = typer.Option(0, "--seed", help="random seed; the same seed gives the same output"),
     max_new_tokens: int = typer.Option(None, "--max-new-tokens", help="default: the checkpoint's (256)"),
@@ -54,7 +59,9 @@ def generate(
     from diffreason.model import load_model
 
     if model is None:
-        raise DiffreasonError("--model DIR is required (build one with: diffreason build-model --preset tiny DIR)")
+        if not (EMBEDDED_JSON / "config.json").is_file():
+            raise DiffreasonError(f"the embedded JSON model is missing ({EMBEDDED_JSON}); pass --model DIR")
+        model = EMBEDDED_JSON
     if max_new_tokens is not None and max_new_tokens < 1:
         raise DiffreasonError(f"--max-new-tokens must be at least 1, got {max_new_tokens}")
     if schema is not None:
@@ -123,6 +130,13 @@ def train_sudoku(
     eval_every: int = typer.Option(250, "--eval-every", help="held-out solve rate every N steps (0: never)"),
     seed: int = typer.Option(0, "--seed"),
     device: str = typer.Option("auto", "--device", help="auto, cpu or cuda"),
+    init_from: Path | None = typer.Option(
+        None, "--init-from", help="start from this checkpoint's weights (e.g. the embedded model) instead of fresh ones"
+    ),
+    curriculum: bool = typer.Option(
+        True, "--curriculum/--no-curriculum", help="blanks grow from few to many (off: full difficulty from step 0)"
+    ),
+    threads: int = typer.Option(0, "--threads", help="CPU threads for torch (0: torch's default)"),
 ) -> None:
     """Train a Sudoku solver (resumable: rerun the same command to continue)."""
     import torch
@@ -138,12 +152,72 @@ def train_sudoku(
         cfg = TrainConfig(steps=steps, batch_size=batch_size, lr=lr, eval_every=eval_every, seed=seed)
     except ValueError as exc:
         raise DiffreasonError(" ".join(str(exc).split())) from None
-    lm = resume_or_build(run_dir, lambda: sudoku.build_sudoku_model(preset, seed))
+    if threads < 0:
+        raise DiffreasonError("--threads must be >= 0")
+    if threads:
+        torch.set_num_threads(threads)
+    if init_from is not None:
+        from diffreason.model import load_model
+
+        base = load_model(init_from)
+        if base.tokenizer.get_vocab() != sudoku.make_tokenizer().get_vocab():
+            raise DiffreasonError(f"--init-from {str(init_from)!r} is not a Sudoku model (its vocabulary differs)")
+        build = lambda: base  # noqa: E731
+    else:
+        build = lambda: sudoku.build_sudoku_model(preset, seed)  # noqa: E731
+    lm = resume_or_build(run_dir, build)
     lm.model.to(device)
     stream = sudoku.SudokuStream(seed)
-    batches = sudoku.sft_batches(stream, torch.Generator().manual_seed(seed))
+    batches = sudoku.sft_batches(stream, torch.Generator().manual_seed(seed), curriculum=curriculum)
     train(
         lm, batches, cfg, run_dir, evaluate=sudoku.heldout_evaluator(),
+        stream_state=(stream.state_dict, stream.load_state_dict), console=err_console,
+    )
+    err_console.print(f"model written to {run_dir / 'model'}")
+
+
+@train_app.command("json")
+def train_json(
+    schemas: Path = typer.Option(..., "--schemas", help="jsonschemabench-style directory: schema files with instances"),
+    run_dir: Path = typer.Option(Path("runs/json-small"), "--run-dir", help="checkpoints, logs and RUN/model"),
+    steps: int = typer.Option(2000, "--steps", help="total optimiser steps (a rerun resumes up to this)"),
+    batch_size: int = typer.Option(32, "--batch-size"),
+    lr: float = typer.Option(1e-3, "--lr", help="peak learning rate (warmup, then cosine)"),
+    seed: int = typer.Option(0, "--seed"),
+    threads: int = typer.Option(0, "--threads", help="CPU threads for torch (0: torch's default)"),
+    device: str = typer.Option("auto", "--device", help="auto, cpu or cuda"),
+) -> None:
+    """Train the JSON model on (prompt, object) pairs from the schemas' valid instances (resumable)."""
+    import torch
+
+    from diffreason.model import load_model
+    from diffreason.tasks import json_corpus
+    from diffreason.train import TrainConfig, train
+
+    if device == "auto":
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    if device not in ("cpu", "cuda") or (device == "cuda" and not torch.cuda.is_available()):
+        raise DiffreasonError(f"--device {device} is not available here; use cpu")
+    if threads < 0:
+        raise DiffreasonError("--threads must be >= 0")
+    if threads:
+        torch.set_num_threads(threads)
+    if not schemas.is_dir():
+        raise DiffreasonError(f"--schemas {str(schemas)!r} is not a directory")
+    try:
+        cfg = TrainConfig(steps=steps, batch_size=batch_size, lr=lr, eval_every=0, seed=seed)
+    except ValueError as exc:
+        raise DiffreasonError(" ".join(str(exc).split())) from None
+    pairs = json_corpus.load_pairs(schemas)
+    if (run_dir / "model" / "config.json").is_file():
+        lm = load_model(run_dir / "model")
+    else:
+        lm = json_corpus.build_json_model(json_corpus.make_tokenizer(pairs), seed)
+    lm.model.to(device)
+    stream = json_corpus.JsonStream(pairs, lm.tokenizer, seed)
+    err_console.print(f"{len(stream.examples)} training objects from {len(pairs)} valid instances")
+    train(
+        lm, stream.batches(torch.Generator().manual_seed(seed)), cfg, run_dir,
         stream_state=(stream.state_dict, stream.load_state_dict), console=err_console,
     )
     err_console.print(f"model written to {run_dir / 'model'}")
@@ -154,7 +228,6 @@ app.add_typer(solve_app, name="solve")
 eval_app = typer.Typer(no_args_is_help=True, help="Evaluate models; reports go to evals/reports.")
 app.add_typer(eval_app, name="eval")
 
-EMBEDDED_SUDOKU = Path(__file__).parent / "weights" / "sudoku-small"
 
 
 def _sudoku_model(model: Path | None):

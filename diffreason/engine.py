@@ -76,6 +76,7 @@ class EngineStats:
 
 
 StepCallback = Callable[[int, StepTrace], None]  # (request index, trace of its step)
+CanvasCallback = Callable[[int, int, list], None]  # (request index, canvas index, committed tokens)
 # Called after every sampler step with the state and the rows it advanced; may edit the canvas (task-aware modes).
 StepHook = Callable[[DenoiseState, torch.Tensor], None]
 
@@ -118,9 +119,10 @@ class Engine:
         trace: bool = False,
         callback: StepCallback | None = None,
         step_hook: StepHook | None = None,
+        on_canvas: CanvasCallback | None = None,
     ) -> GenerationResult:
         request = GenerationRequest(prompt, template, seed, max_new_tokens)
-        return self.generate_batch([request], trace=trace, callback=callback, step_hook=step_hook)[0]
+        return self.generate_batch([request], trace=trace, callback=callback, step_hook=step_hook, on_canvas=on_canvas)[0]
 
     def generate_batch(
         self,
@@ -128,15 +130,19 @@ class Engine:
         trace: bool = False,
         callback: StepCallback | None = None,
         step_hook: StepHook | None = None,
+        on_canvas: CanvasCallback | None = None,
     ) -> list[GenerationResult]:
-        """Results in request order. Requests run in batches of `max_batch_size`, longest prompts together."""
+        """Results in request order. Requests run in batches of `max_batch_size`, longest prompts together.
+
+        `on_canvas(request index, canvas index, tokens)` is called as each canvas is committed (streaming).
+        """
         self.stats = EngineStats()
         prepared = [self._prepare(r) for r in requests]
         order = sorted(range(len(prepared)), key=lambda i: -len(prepared[i][0]))
         results: list[GenerationResult | None] = [None] * len(prepared)
         for start in range(0, len(order), self.max_batch_size):
             chunk = order[start : start + self.max_batch_size]
-            for i, res in zip(chunk, self._run([prepared[i] for i in chunk], chunk, trace, callback, step_hook)):
+            for i, res in zip(chunk, self._run([prepared[i] for i in chunk], chunk, trace, callback, step_hook, on_canvas)):
                 results[i] = res
         return results  # type: ignore[return-value]
 
@@ -170,7 +176,7 @@ class Engine:
         return ids, template, int(r.seed), -(-max_new // canvas)
 
     @torch.inference_mode()
-    def _run(self, batch, request_ids, trace, callback, step_hook) -> list[GenerationResult]:
+    def _run(self, batch, request_ids, trace, callback, step_hook, on_canvas=None) -> list[GenerationResult]:
         lm, model, device, sampler = self.lm, self.lm.model, self.device, self.sampler
         C, V = lm.canvas_length, lm.vocab_size
         pad = lm.tokenizer.pad_token_id if lm.tokenizer.pad_token_id is not None else 0
@@ -286,6 +292,8 @@ class Engine:
                 steps[i].append(int(state.steps_taken[j]))
                 early[i].append(bool(state.stopped_early[j]))
                 finished[i] = has_eos[j]
+                if on_canvas is not None:
+                    on_canvas(request_ids[i], k, committed[j].tolist())
 
             # e. requests that are done leave the batch and the cache
             keep = [j for j, i in enumerate(alive) if not finished[i] and k + 1 < batch[i][3]]

@@ -14,7 +14,8 @@ model's logits for the active canvases and advances their `DenoiseState` by one 
 The numerics follow transformers' `EntropyBoundSampler` / `StableAndConfidentStoppingCriteria`; with
 `draws="reference"` so do the random draws (a multinomial sample at every position, randint noise), so an
 unconstrained canvas reproduces `model.generate` token for token. `draws="fast"` samples only the accepted positions
-(inverse CDF): the same distributions from fewer random numbers. Each canvas draws from its own generator, so a
+(inverse CDF): the same distributions from fewer random numbers. `draws="sglang"` follows SGLang's Gemma4Renoise
+stream, so the server plugin reproduces upstream exactly on unconstrained requests. Each canvas draws from its own generator, so a
 request's result never depends on what else shares its batch.
 """
 
@@ -40,10 +41,11 @@ class SamplerConfig(BaseModel):
     t_min: float = Field(0.4, ge=0, description="temperature the schedule falls towards")
     stability_threshold: int = Field(1, ge=0, description="argmax canvas unchanged for this many steps to stop")
     confidence_threshold: float = Field(0.005, ge=0, description="mean entropy below this to stop; 0 disables")
-    draws: Literal["reference", "fast"] = Field(
+    draws: Literal["reference", "fast", "sglang"] = Field(
         "reference",
         description="'reference': transformers' random stream (a sample at every position, token-identical to "
-        "model.generate); 'fast': samples only where accepted (inverse CDF), same distribution, fewer draws",
+        "model.generate); 'fast': samples only where accepted (inverse CDF), same distribution, fewer draws; "
+        "'sglang': SGLang Gemma4Renoise's stream (exponential race at every position), as the server plugin uses",
     )
 
     @model_validator(mode="after")
@@ -53,7 +55,13 @@ class SamplerConfig(BaseModel):
         return self
 
     def temperature(self, steps_left: torch.Tensor) -> torch.Tensor:
-        """Per-canvas temperature for int32 `steps_left` (N..1), computed in float32 as transformers does."""
+        """Per-canvas temperature for int32 `steps_left` (N..1): float32 arithmetic as transformers does, or
+        SGLang's (a float64 value rounded once) for `draws="sglang"`."""
+        if self.draws == "sglang":
+            return torch.tensor(
+                [self.t_min + (self.t_max - self.t_min) * (int(s) / self.max_denoising_steps) for s in steps_left],
+                dtype=torch.float32, device=steps_left.device,
+            )
         return self.t_min + (self.t_max - self.t_min) * (steps_left / self.max_denoising_steps)
 
 
@@ -215,7 +223,10 @@ class RenoiseSampler:
 
         # 3. statistics: probabilities, argmax, entropy (log-probabilities as torch.distributions.Categorical
         # normalises them; the clamp keeps -inf * 0 of masked tokens at 0).
-        probs = torch.softmax(tempered, dim=-1, dtype=torch.float32)
+        if self.config.draws == "sglang":  # SGLang exponentiates its log-softmax
+            probs = torch.log_softmax(tempered, dim=-1, dtype=torch.float32).exp()
+        else:
+            probs = torch.softmax(tempered, dim=-1, dtype=torch.float32)
         argmax = tempered.argmax(dim=-1)
         log_probs = tempered - tempered.logsumexp(dim=-1, keepdim=True)
         entropy = -(log_probs.clamp(min=torch.finfo(log_probs.dtype).min) * probs).sum(-1)
@@ -262,6 +273,10 @@ class RenoiseSampler:
         if self.config.draws == "reference":
             # transformers draws a multinomial sample at every position; so do we, to stay on its random stream.
             return torch.stack([torch.multinomial(p, 1, generator=g).squeeze(-1) for p, g in zip(probs, gens)])
+        if self.config.draws == "sglang":
+            # SGLang's exponential race: argmax p / E with E ~ Exp(1) at every position is a categorical sample.
+            return torch.stack([(p / torch.empty_like(p).exponential_(1.0, generator=g)).argmax(-1)
+                                for p, g in zip(probs, gens)])
         samples = torch.zeros(accepted.shape, dtype=torch.long, device=probs.device)
         for i, g in enumerate(gens):
             where = accepted[i].nonzero().flatten()

@@ -11,10 +11,53 @@ import json
 from pathlib import Path
 from typing import Any
 
+from diffreason.canvas import CanvasTemplate
 from diffreason.engine import Engine, GenerationResult
 from diffreason.errors import DiffreasonError
 from diffreason.model import DiffusionLM, load_model
 from diffreason.sampler import SamplerConfig
+
+
+def constraint_template(
+    tokenizer,
+    canvas_length: int,
+    *,
+    regex: str | None = None,
+    json_schema: Any = None,
+    max_tokens: int | None = None,
+) -> tuple[CanvasTemplate, Any]:
+    """The canvas template of a request's constraint (regex or JSON Schema), slots aligned to canvases, EOS last.
+
+    Returns (template, compiled schema or None). One function for every front end — the CLI, the sgl backend and
+    the SGLang server plugin — so a constraint means the same thing everywhere.
+    """
+    from diffreason.errors import TemplateError
+    from diffreason.tasks.json_schema import SchemaError, compile_schema
+
+    if regex is not None and json_schema is not None:
+        raise DiffreasonError("give a regex or a json_schema, not both")
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+    compiled = None
+    if json_schema is not None:
+        if isinstance(json_schema, str) and json_schema.lstrip().startswith(("{", "[")):
+            try:
+                json_schema = json.loads(json_schema)
+            except json.JSONDecodeError as exc:
+                raise SchemaError(f"json_schema is not valid JSON: {exc}") from None
+        compiled = compile_schema(json_schema, tokenizer)
+        template = compiled.template
+    elif regex is not None:
+        if not isinstance(regex, str) or not regex:
+            raise TemplateError("regex must be a non-empty string")
+        # A regex is one slot: as long as the token budget allows, within one canvas (EOS takes the last place).
+        length = min(max_tokens or canvas_length, canvas_length) - 1
+        if length < 1:
+            raise TemplateError(f"max_tokens={max_tokens} leaves no room for a regex match")
+        eos = CanvasTemplate.from_positions(len(tokenizer), [tokenizer.eos_token_id])
+        template = CanvasTemplate.from_regex(regex, tokenizer, length) + eos
+    else:
+        raise DiffreasonError("no constraint: give a regex or a json_schema")
+    return template.align_slots(canvas_length, pad), compiled
 
 
 def generate(
@@ -24,11 +67,10 @@ def generate(
     seed: int = 0,
     sampler: SamplerConfig | None = None,
 ) -> tuple[Any, GenerationResult]:
-    from diffreason.tasks.json_schema import compile_schema
+    from diffreason.tasks.json_schema import load_schema
 
     lm = model if isinstance(model, DiffusionLM) else load_model(model)
-    compiled = compile_schema(schema_or_model, lm.tokenizer)
-    template = compiled.template.align_slots(lm.canvas_length, lm.tokenizer.pad_token_id)
+    template, compiled = constraint_template(lm.tokenizer, lm.canvas_length, json_schema=load_schema(schema_or_model))
     result = Engine(lm, sampler).generate(prompt, template=template, seed=seed)
     try:
         value = json.loads(result.text)

@@ -8,12 +8,14 @@ choices inside a slot's language, so the model makes them.
 
 What outlines' regexes cannot express is added here: integer bounds (exact digit-range regexes), number bounds (a
 sound subset), type lists, `email` / `uri` formats. Anything else unsupported raises one `SchemaError` naming the
-keyword and its JSON path. Every result is checked with `jsonschema`.
+keyword and its JSON path. Every result is checked with `jsonschema`. oneOf compiles when its branches provably exclude
+each other (distinct types, const/enum values, or required keys the other branches never write), as in
+discriminated unions; otherwise it fails clearly.
 
-Status: first increment — objects with required/optional properties, nested objects, arrays (items, min/maxItems,
+Covered: objects with required/optional properties, nested objects, arrays (items, min/maxItems,
 uniqueItems over finite item sets), strings (enum, const, pattern, min/maxLength, date / date-time / time / uuid /
-email / uri), integers and numbers with bounds, booleans, null, type lists, anyOf, $ref/$defs (recursive ones unfold
-to a depth limit). Not yet: oneOf (exclusivity), the trained JSON model and the jsonschemabench eval.
+email / uri), integers and numbers with bounds, booleans, null, type lists, anyOf / oneOf, $ref/$defs (recursive ones
+unfold to a depth limit).
 """
 
 from __future__ import annotations
@@ -158,6 +160,26 @@ def _unsafe_pattern(pattern: str) -> str | None:
     return None
 
 
+def _json_type(value: Any) -> str:
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, (int, float)):
+        return "number"
+    return {str: "string", list: "array", dict: "object", type(None): "null"}[type(value)]
+
+
+def _finite_values(schema: dict) -> list | None:
+    if "const" in schema:
+        return [schema["const"]]
+    if "enum" in schema and isinstance(schema["enum"], list):
+        return list(schema["enum"])
+    if schema.get("type") == "boolean":
+        return [True, False]
+    if schema.get("type") == "null":
+        return [None]
+    return None
+
+
 def _json_literal(value: Any) -> str:
     return re.escape(json.dumps(value, separators=(",", ":"), ensure_ascii=False))
 
@@ -229,10 +251,11 @@ class _Compiler:
             return "(" + "|".join(re.escape(v) for v in lits) + ")", max(len(v) for v in lits) + 2
         for key in ("anyOf", "oneOf"):
             if key in schema:
+                branches = self.branches(schema, key, path)
                 if key == "oneOf":
-                    self.fail(path, "unsupported keyword 'oneOf' inside a value slot")
+                    self.check_exclusive(branches, path, seen)
                 options, limit = [], None
-                for i, sub in enumerate(schema[key]):
+                for i, sub in enumerate(branches):
                     try:
                         options.append(self.value_regex(sub, f"{path}/{key}/{i}", seen))
                     except _DepthLimit as exc:
@@ -299,6 +322,94 @@ class _Compiler:
         if kind == "object":
             return self.object_regex(schema, path, seen)
         self.fail(path, f"unsupported type {kind!r}")
+
+    def branches(self, schema: dict, key: str, path: str) -> list:
+        """anyOf / oneOf branches with the sibling keywords folded in (a value must satisfy both)."""
+        if not isinstance(schema[key], list) or not schema[key]:
+            self.fail(f"{path}/{key}", f"'{key}' must be a non-empty list")
+        if "anyOf" in schema and "oneOf" in schema:
+            self.fail(f"{path}/oneOf", "unsupported keyword 'oneOf' together with 'anyOf'")
+        siblings = {k: v for k, v in schema.items() if k != key and k not in ANNOTATIONS}
+        out = []
+        for i, sub in enumerate(schema[key]):
+            if not siblings:
+                out.append(sub)
+                continue
+            sub, sub_path, _ = self.resolve(sub, f"{path}/{key}/{i}")
+            clash = [k for k in siblings if k in sub and sub[k] != siblings[k]]
+            if clash:
+                self.fail(f"{sub_path}/{clash[0]}", f"unsupported keyword {clash[0]!r} both beside and inside '{key}'")
+            out.append({**siblings, **sub})
+        return out
+
+    # -- oneOf: exactly one branch must match, so each branch's outputs must fail every other branch ----------------
+
+    def check_exclusive(self, branches: list, path: str, seen: tuple) -> None:
+        resolved = [self.resolve(b, f"{path}/oneOf/{i}", seen)[0] for i, b in enumerate(branches)]
+        for i, a in enumerate(resolved):
+            for j, b in enumerate(resolved):
+                if i != j and not self.excludes(a, b, seen):
+                    self.fail(f"{path}/oneOf", f"unsupported keyword 'oneOf' (branches {i} and {j} may both match; "
+                                               "give them distinct types, const/enum values or required keys)")
+
+    def emitted_types(self, schema: dict, seen: tuple) -> set[str] | None:
+        """JSON types the compiler can emit for `schema` (None: unknown). number and integer count as one type."""
+        if "const" in schema:
+            return {_json_type(schema["const"])}
+        if "enum" in schema and isinstance(schema["enum"], list):
+            return {_json_type(v) for v in schema["enum"]}
+        for key in ("anyOf", "oneOf"):
+            if key in schema and isinstance(schema[key], list):
+                out: set[str] = set()
+                for sub in schema[key]:
+                    sub_types = self.emitted_types(self.resolve(sub, "", seen)[0], seen)
+                    if sub_types is None:
+                        return None
+                    out |= sub_types
+                return out
+        kind = schema.get("type")
+        if kind is None:
+            kind = next((k for k, keys in (("object", {"properties"}), ("array", {"items"})) if schema.keys() & keys), None)
+        if kind is None:
+            return None
+        return {"number" if t == "integer" else t for t in (kind if isinstance(kind, list) else [kind])}
+
+    def accepted_types(self, schema: dict) -> set[str] | None:
+        """JSON types `schema` can accept (None: any), judged only by its own type / const / enum keywords."""
+        if "const" in schema:
+            return {_json_type(schema["const"])}
+        if "enum" in schema and isinstance(schema["enum"], list):
+            return {_json_type(v) for v in schema["enum"]}
+        kind = schema.get("type")
+        if kind is None:
+            return None
+        return {"number" if t == "integer" else t for t in (kind if isinstance(kind, list) else [kind])}
+
+    def excludes(self, a: dict, b: dict, seen: tuple) -> bool:
+        """True when provably no value this compiler emits for `a` validates against `b` (a sound, partial test)."""
+        emitted, accepted = self.emitted_types(a, seen), self.accepted_types(b)
+        if emitted is not None and accepted is not None and not emitted & accepted:
+            return True
+        finite_a = _finite_values(a)
+        finite_b = _finite_values(b)
+        if finite_a is not None and finite_b is not None:
+            return not any(x == y and _json_type(x) == _json_type(y) for x in finite_a for y in finite_b)
+        if emitted == {"object"} and "anyOf" not in a and "oneOf" not in a:
+            a_props, b_props = a.get("properties", {}), b.get("properties", {})
+            a_required = [k for k in a.get("required", []) if k in a_props]
+            # b requires a key a never writes
+            if any(k not in a_props for k in b.get("required", []) if isinstance(b.get("required"), list)):
+                return True
+            for key in a_required:
+                if key not in b_props:
+                    if b.get("additionalProperties") is False:
+                        return True
+                    continue
+                sub_a = self.resolve(a_props[key], "", seen)[0]
+                sub_b = self.resolve(b_props[key], "", seen)[0] if b_props[key] not in (True, {}) else {}
+                if sub_b and self.excludes(sub_a, sub_b, seen):
+                    return True
+        return False
 
     def unique_array_regex(self, schema: dict, path: str, lo: int, hi: int, seen: tuple) -> tuple[str, int]:
         """uniqueItems over a finite item set: every ordered selection without repetition, spelled out."""

@@ -532,12 +532,15 @@ def build_sudoku_model(preset: str = "sudoku-small", seed: int = 0):
     return lm
 
 
-def sft_batches(stream: SudokuStream, generator: torch.Generator):
-    """SFT batches for `diffreason.train.train`: prompt = BOS, canvas = the solution under the puzzle's template."""
+def sft_batches(stream: SudokuStream, generator: torch.Generator, curriculum: bool = True):
+    """SFT batches for `diffreason.train.train`: prompt = BOS, canvas = the solution under the puzzle's template.
+
+    Without `curriculum` every batch has the final blank range (for fine-tuning a model that already learnt the easy end).
+    """
     from diffreason.train import SFTBatch
 
     def make(size: int, progress: float) -> SFTBatch:
-        solutions, blanks = stream.batch(size, progress)
+        solutions, blanks = stream.batch(size, progress if curriculum else 1.0)
         target, noise = training_tensors(solutions, blanks, generator)
         bos = SPECIAL_TOKENS.index(BOS)
         return SFTBatch(

@@ -219,3 +219,92 @@ def test_non_validation_keywords_are_ignored_like_validators_do():
         "a": {"type": "string", "maxLength": 3, "descripton": "a typo", "_meta": {"k": 1}}}}
     compiled = compile_schema(schema, TOK)
     jsonschema.validate(fill_and_parse(compiled, 0), schema)
+
+
+ONE_OF = [
+    # distinct types
+    {"oneOf": [{"type": "string", "maxLength": 4}, {"type": "integer", "minimum": 0, "maximum": 99}, {"type": "null"}]},
+    # a discriminator property with distinct consts
+    {"type": "object", "required": ["shape"], "properties": {"shape": {"oneOf": [
+        {"type": "object", "required": ["kind", "r"], "properties": {"kind": {"const": "circle"}, "r": {"type": "number"}}},
+        {"type": "object", "required": ["kind", "w"], "properties": {"kind": {"const": "rect"}, "w": {"type": "integer"}}},
+    ]}}},
+    # required keys the other branch never writes
+    {"oneOf": [
+        {"type": "object", "required": ["a"], "properties": {"a": {"type": "integer"}}, "additionalProperties": False},
+        {"type": "object", "required": ["b"], "properties": {"b": {"type": "integer"}}, "additionalProperties": False},
+    ]},
+    # disjoint enums, with a sibling keyword folded into each branch
+    {"type": "string", "oneOf": [{"enum": ["a", "b"]}, {"enum": ["c"]}]},
+]
+
+
+@pytest.mark.parametrize("schema", ONE_OF)
+def test_one_of_with_exclusive_branches_always_validates(schema):
+    compiled = compile_schema(schema, TOK)
+    seen = set()
+    for seed in range(12):
+        value = fill_and_parse(compiled, seed)
+        jsonschema.validate(value, schema)
+        seen.add(json.dumps(value)[:1])
+    assert len(seen) >= 1
+
+
+def test_one_of_branches_are_choices_the_model_makes():
+    t = compile_schema(ONE_OF[0], TOK).template
+    first = t.masks[t.mask_index[0]].nonzero().flatten().tolist()
+    starts = {TOK.decode([i])[:1] for i in first}
+    assert {'"', "n", "0", "9"} <= starts and not starts & {"t", "{", "["}
+
+
+@pytest.mark.parametrize(
+    "schema, message",
+    [
+        ({"oneOf": [{"type": "integer"}, {"type": "number"}]}, "unsupported keyword 'oneOf' (branches 0 and 1 may both"),
+        ({"type": "object", "required": ["v"], "properties": {"v": {"oneOf": [{"type": "string"}, {"enum": ["x", 1]}]}}},
+         "may both match; give them distinct types, const/enum values or required keys) at /properties/v/oneOf"),
+        ({"type": "string", "oneOf": [{"type": "integer"}]}, "unsupported keyword 'type' both beside and inside 'oneOf'"),
+    ],
+)
+def test_one_of_that_may_match_twice_fails_clearly(schema, message):
+    with pytest.raises(SchemaError) as info:
+        compile_schema(schema, TOK)
+    assert message in str(info.value)
+
+
+def test_any_of_respects_sibling_keywords():
+    schema = {"type": "object", "required": ["v"], "properties": {
+        "v": {"maxLength": 2, "anyOf": [{"type": "string"}, {"type": "string", "enum": ["x", "yy"]}]}}}
+    compiled = compile_schema(schema, TOK)
+    for seed in range(8):
+        value = fill_and_parse(compiled, seed)
+        assert isinstance(value["v"], str) and len(value["v"]) <= 2
+        jsonschema.validate(value, schema)
+
+
+class Cat(BaseModel):
+    pet_type: Literal["cat"]
+    lives: int
+
+
+class Dog(BaseModel):
+    pet_type: Literal["dog"]
+    good: bool
+
+
+class Owner(BaseModel):
+    pet: Cat | Dog = __import__("pydantic").Field(discriminator="pet_type")
+
+
+def test_pydantic_discriminated_union_compiles_to_one_of():
+    schema = Owner.model_json_schema()
+    assert "oneOf" in json.dumps(schema)
+    compiled = compile_schema(Owner, TOK)
+    for seed in range(4):
+        Owner.model_validate(fill_and_parse(compiled, seed))
+    # both branches are in the pet slot's language; an object of neither is not
+    slot = compiled.template.slots[0]
+    for pet, ok in [('{"pet_type":"dog","good":true}', True), ('{"pet_type":"cat","lives":9}', True),
+                    ('{"pet_type":"cat","good":true}', False)]:
+        tokens = TOK.encode(pet, add_special_tokens=False)
+        assert slot.automaton.accepts(tokens + [TOK.pad_token_id] * (slot.length - len(tokens))) is ok, pet

@@ -1,0 +1,230 @@
+"""SGLang frontend backend: run `sgl.function` programs on diffusion canvases with the local engine.
+
+    import sglang as sgl
+    from diffreason.backends.sglang_frontend import DiffusionBackend
+
+    sgl.set_default_backend(DiffusionBackend("diffreason/weights/json-small"))
+
+    @sgl.function
+    def card(s, who):
+        s += f"A character card for {who}: "
+        s += sgl.gen("card", json_schema=CARD_SCHEMA, max_tokens=200)
+        s += " Alignment: " + sgl.select("side", choices=["good", "evil"])
+
+    state = card.run(who="a wizard")
+    state["card"], state.get_meta_info("card")["steps"]
+
+What each primitive means on a canvas:
+- `gen`: the prompt is the program's text so far; `regex`, `json_schema` and `dtype` (int / float / bool / str, as
+  SGLang's runtime maps them to regexes) become canvas templates through `diffreason.structured.constraint_template`,
+  the same function the CLI and the server plugin use, so a constraint holds whatever the model. `max_tokens` bounds
+  the canvases; `stop` strings cut the committed text (a canvas is denoised whole, so stops apply after). `temperature`
+  scales the renoise schedule (1.0 = the checkpoint's t_max → t_min; 0 = nearly greedy).
+- `select`: the choices become one slot whose language is exactly the choices; the canvas denoises into one of them.
+  `meta_info` holds the steps and each choice's score (mean log-probability of its tokens under the model's first,
+  fully-noised canvas), so `choices_method` is not used.
+- streaming yields one chunk per committed canvas.
+Every gen and select reports its denoising steps per canvas in `state.get_meta_info(name)["steps"]`.
+"""
+
+from __future__ import annotations
+
+import queue
+import re
+import threading
+from pathlib import Path
+from typing import Any
+
+import torch
+from sglang.lang.backend.base_backend import BaseBackend
+from sglang.lang.chat_template import get_chat_template
+from sglang.lang.choices import ChoicesDecision
+from sglang.lang.ir import REGEX_BOOL, REGEX_FLOAT, REGEX_INT, REGEX_STR
+
+from diffreason.canvas import CanvasTemplate
+from diffreason.engine import Engine, GenerationResult
+from diffreason.errors import ConfigError
+from diffreason.model import load_model
+from diffreason.sampler import SamplerConfig
+from diffreason.structured import constraint_template
+
+DTYPE_REGEX = {"int": REGEX_INT, "float": REGEX_FLOAT, "bool": REGEX_BOOL, "str": REGEX_STR}
+
+
+class DiffusionBackend(BaseBackend):
+    """A `BaseBackend` over the local diffreason engine (CPU or CUDA), for any DiffusionGemma checkpoint directory.
+
+    `engine_options`: any `SamplerConfig` field (max_denoising_steps, entropy_bound, draws, ...), `max_batch_size`,
+    `seed` (the first gen's seed; each later gen uses the next one) and `chat_template` (an SGLang template name).
+    """
+
+    def __init__(self, model_path: str | Path | None = None, **engine_options: Any):
+        super().__init__()
+        if model_path is None:
+            from diffreason.cli import EMBEDDED_JSON
+
+            model_path = EMBEDDED_JSON
+        self.model_path = str(model_path)
+        self.lm = load_model(model_path)
+        options = dict(engine_options)
+        self.seed = int(options.pop("seed", 0))
+        max_batch_size = int(options.pop("max_batch_size", 64))
+        template_name = options.pop("chat_template", None)
+        fields = set(SamplerConfig.model_fields)
+        unknown = sorted(set(options) - fields)
+        if unknown:
+            raise ConfigError(f"unknown engine option {unknown[0]!r}; use SamplerConfig fields, max_batch_size, seed "
+                              "or chat_template")
+        try:
+            self.sampler_config = SamplerConfig(**{**self.lm.sampler_config.model_dump(), **options})
+        except ValueError as exc:
+            raise ConfigError(" ".join(str(exc).split())) from None
+        self.engine = Engine(self.lm, self.sampler_config, max_batch_size=max_batch_size)
+        self.chat_template = get_chat_template(template_name or "default")
+        self.is_chat_model = False
+
+    def get_model_name(self) -> str:
+        return self.model_path
+
+    # -- gen --------------------------------------------------------------------------------------------------------
+
+    def _next_seed(self) -> int:
+        self.seed += 1
+        return self.seed - 1
+
+    def _engine_for(self, temperature: float) -> Engine:
+        if temperature == 1.0:
+            return self.engine
+        scale = max(float(temperature), 1e-3)
+        cfg = self.sampler_config.model_copy(
+            update={"t_max": self.sampler_config.t_max * scale, "t_min": self.sampler_config.t_min * scale}
+        )
+        return Engine(self.lm, cfg, max_batch_size=self.engine.max_batch_size)
+
+    def _request(self, sampling_params) -> tuple[CanvasTemplate | None, int]:
+        regex, schema = sampling_params.regex, sampling_params.json_schema
+        dtype = sampling_params.dtype
+        if dtype is not None:
+            name = dtype if isinstance(dtype, str) else getattr(dtype, "__name__", str(dtype))
+            if name not in DTYPE_REGEX:
+                raise ConfigError(f"unsupported dtype {dtype!r}; use int, float, bool or str")
+            regex = DTYPE_REGEX[name]
+        max_tokens = int(sampling_params.max_new_tokens)
+        if max_tokens < 1:
+            raise ConfigError(f"max_tokens must be at least 1, got {max_tokens}")
+        if regex is None and schema is None:
+            return None, max_tokens
+        template, _ = constraint_template(
+            self.lm.tokenizer, self.lm.canvas_length, regex=regex, json_schema=schema, max_tokens=max_tokens
+        )
+        return template, len(template)  # a template sets its own length
+
+    @staticmethod
+    def _cut_at_stop(text: str, stop) -> tuple[str, str | None]:
+        stops = [stop] if isinstance(stop, str) else list(stop or ())
+        hits = [(text.find(s), s) for s in stops if s and s in text]
+        if not hits:
+            return text, None
+        at, s = min(hits)
+        return text[:at], s
+
+    def _meta(self, result: GenerationResult, stop_hit: str | None) -> dict:
+        return {
+            "steps": result.steps,
+            "stopped_early": result.stopped_early,
+            "prompt_tokens": len(result.prompt_ids),
+            "completion_tokens": len(result.tokens),  # before max_tokens / stop cuts: what was denoised
+            "finish_reason": {"type": "stop", "matched": stop_hit} if stop_hit
+            else {"type": "stop" if result.finished else "length"},
+            "seconds": result.seconds,
+        }
+
+    def _text(self, tokens: list[int], template, sampling_params) -> tuple[str, str | None]:
+        """Committed text: unconstrained gens end at max_tokens (canvases come whole) and at the first stop."""
+        if template is not None:
+            return self.lm.tokenizer.decode(tokens, skip_special_tokens=True), None
+        text = self.lm.tokenizer.decode(tokens[: sampling_params.max_new_tokens], skip_special_tokens=True)
+        return self._cut_at_stop(text, sampling_params.stop)
+
+    def generate(self, s, sampling_params):
+        template, max_new = self._request(sampling_params)
+        result = self._engine_for(sampling_params.temperature).generate(
+            s.text_, template=template, seed=self._next_seed(), max_new_tokens=max_new
+        )
+        text, hit = self._text(result.tokens, template, sampling_params)
+        return text, self._meta(result, hit)
+
+    def generate_stream(self, s, sampling_params):
+        """Yields (text, meta_info) once per committed canvas; the last meta_info has the final step counts."""
+        template, max_new = self._request(sampling_params)
+        engine, seed, eos = self._engine_for(sampling_params.temperature), self._next_seed(), self.lm.tokenizer.eos_token_id
+        chunks: queue.Queue = queue.Queue()
+        outcome: dict = {}
+
+        def on_canvas(_request, _k, tokens):
+            chunks.put(tokens)
+
+        def work():
+            try:
+                outcome["result"] = engine.generate(
+                    s.text_, template=template, seed=seed, max_new_tokens=max_new, on_canvas=on_canvas
+                )
+            except BaseException as exc:  # re-raised in the caller's thread
+                outcome["error"] = exc
+            chunks.put(None)
+
+        thread = threading.Thread(target=work, daemon=True)
+        thread.start()
+        tokens: list[int] = []
+        sent, canvases = "", 0
+        while (canvas := chunks.get()) is not None:
+            tokens += canvas
+            text, _ = self._text(tokens[: tokens.index(eos)] if eos in tokens else tokens, template, sampling_params)
+            canvases += 1
+            if text != sent and text.startswith(sent):
+                yield text[len(sent):], {"steps": None, "canvases": canvases}
+                sent = text
+        thread.join()
+        if "error" in outcome:
+            raise outcome["error"]
+        result = outcome["result"]
+        text, hit = self._text(result.tokens, template, sampling_params)
+        yield text[len(sent):] if text.startswith(sent) else "", self._meta(result, hit)
+
+    # -- select -----------------------------------------------------------------------------------------------------
+
+    def select(self, s, choices, temperature, choices_method=None):
+        if not choices:
+            raise ConfigError("select needs at least one choice")
+        regex = "(" + "|".join(re.escape(c) for c in choices) + ")"
+        longest = max(len(self.lm.tokenizer.encode(c, add_special_tokens=False)) for c in choices)
+        template, _ = constraint_template(
+            self.lm.tokenizer, self.lm.canvas_length, regex=regex, max_tokens=min(longest + 2, self.lm.canvas_length)
+        )
+        result = self._engine_for(temperature if temperature is not None else 1.0).generate(
+            s.text_, template=template, seed=self._next_seed()
+        )
+        decision = result.text
+        if decision not in choices:  # the slot's language is exactly the choices
+            raise RuntimeError(f"internal error: select produced {decision!r}, not one of {choices!r}")
+        meta = self._meta(result, None)
+        meta["scores"] = self.score_choices(s.text_, choices)
+        return ChoicesDecision(decision=decision, meta_info=meta)
+
+    @torch.inference_mode()
+    def score_choices(self, prompt: str, choices: list[str]) -> list[float]:
+        """Mean log-probability of each choice's tokens (then EOS) at the canvas start, under a fully noised canvas."""
+        lm, tok = self.lm, self.lm.tokenizer
+        ids = torch.tensor([[tok.bos_token_id, *tok.encode(prompt, add_special_tokens=False)]], device=lm.model.device)
+        g = torch.Generator().manual_seed(self.seed)
+        noise = torch.randint(0, lm.vocab_size, (1, lm.canvas_length), generator=g).to(lm.model.device)
+        from transformers import DynamicCache
+
+        cache = DynamicCache(config=lm.model.config.get_text_config(decoder=True))
+        log_probs = lm.model(input_ids=ids, decoder_input_ids=noise, past_key_values=cache).logits[0].float()
+        log_probs = log_probs.log_softmax(-1)
+        scores = []
+        for c in choices:
+            t = tok.encode(c, add_special_tokens=False)[: lm.canvas_length - 1] + [tok.eos_token_id]
+            scores.append(float(log_probs[torch.arange(len(t)), torch.tensor(t)].mean()))
+        return scores

@@ -1,0 +1,92 @@
+"""`sgl.function` programs on diffusion canvases through DiffusionBackend: constraints hold whatever the model."""
+
+import json
+import re
+
+import jsonschema
+import pytest
+
+sgl = pytest.importorskip("sglang")
+
+from diffreason.backends.sglang_frontend import DiffusionBackend  # noqa: E402
+from diffreason.errors import ConfigError, TemplateError  # noqa: E402
+
+SCHEMA = {"type": "object", "required": ["n", "ok", "tag"], "properties": {
+    "n": {"type": "integer", "minimum": 1, "maximum": 9}, "ok": {"type": "boolean"},
+    "tag": {"enum": ["red", "blue"]}}}
+
+
+@pytest.fixture(scope="module")
+def backend(tiny_checkpoint):
+    return DiffusionBackend(tiny_checkpoint, max_denoising_steps=4)
+
+
+@sgl.function
+def program(s, question):
+    s += "Q: " + question + "\nA: "
+    s += sgl.gen("code", regex=r"[A-Z]{2}-[0-9]{3}", max_tokens=16)
+    s += "\nJSON: " + sgl.gen("obj", json_schema=json.dumps(SCHEMA))
+    s += "\nN: " + sgl.gen("num", dtype=int, max_tokens=8)
+    s += "\nside: " + sgl.select("side", choices=["good", "evil", "neutral"])
+    s += "\nfree: " + sgl.gen("free", max_tokens=40, stop=["\n"])
+
+
+def test_program_constraints_hold_and_steps_are_reported(backend):
+    for question in ["hi", "what is the code?"]:
+        state = program.run(question=question, backend=backend)
+        assert re.fullmatch(r"[A-Z]{2}-[0-9]{3}", state["code"])
+        jsonschema.validate(json.loads(state["obj"]), SCHEMA)
+        assert re.fullmatch(r"[-+]?[0-9]+[ \n]*", state["num"])
+        assert state["side"] in ("good", "evil", "neutral")
+        assert "\n" not in state["free"]
+        for name in ("code", "obj", "num", "side", "free"):
+            steps = state.get_meta_info(name)["steps"]
+            assert steps and all(1 <= k <= 4 for k in steps), (name, steps)
+        assert len(state.get_meta_info("side")["scores"]) == 3
+        # the program's text is the prompt of each later gen, and holds every answer
+        assert state.text().startswith(f"Q: {question}\nA: {state['code']}\nJSON: {state['obj']}")
+
+
+def test_unconstrained_text_ends_at_max_tokens_then_at_the_first_stop(backend):
+    from sglang.lang.ir import SglSamplingParams
+
+    tok = backend.lm.tokenizer
+    tokens = tok.encode("alpha beta\ngamma delta epsilon", add_special_tokens=False)
+    assert backend._text(tokens, None, SglSamplingParams(max_new_tokens=3))[0] == tok.decode(tokens[:3])
+    text, hit = backend._text(tokens, None, SglSamplingParams(max_new_tokens=100, stop=["delta", "\n"]))
+    assert (text, hit) == ("alpha beta", "\n")
+
+
+def test_streaming_yields_canvases_that_add_up(backend):
+    state = program.run(question="hi", backend=backend, stream=True)
+    chunks = list(state.text_iter())
+    assert len(chunks) >= 5 and "".join(chunks) == state.text()
+    assert state.get_meta_info("free")["steps"]
+
+
+def test_same_backend_seed_same_program_output(tiny_checkpoint):
+    runs = [program.run(question="x", backend=DiffusionBackend(tiny_checkpoint, max_denoising_steps=3, seed=7))
+            for _ in range(2)]
+    assert runs[0].text() == runs[1].text()
+
+
+def test_bad_options_and_constraints_fail_clearly(tiny_checkpoint, backend):
+    with pytest.raises(ConfigError, match="unknown engine option 'temprature'"):
+        DiffusionBackend(tiny_checkpoint, temprature=0.5)
+
+    @sgl.function
+    def bad_regex(s):
+        s += sgl.gen("x", regex=r"(a)\1")
+
+    # sglang's interpreter keeps a program's exception in state.error()
+    state = bad_regex.run(backend=backend)
+    state.sync()
+    assert isinstance(state.error(), TemplateError) and "cannot build an automaton" in str(state.error())
+
+    @sgl.function
+    def too_long(s):
+        s += sgl.gen("x", regex="a{100}", max_tokens=16)
+
+    state = too_long.run(backend=backend)
+    state.sync()
+    assert isinstance(state.error(), TemplateError) and "fits in exactly 15 tokens" in str(state.error())
