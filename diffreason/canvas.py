@@ -64,6 +64,16 @@ class CanvasTemplate:
         )
         self._validate()
 
+    def with_vocab(self, vocab_size: int) -> "CanvasTemplate":
+        """The same template over a larger vocabulary (a model whose embedding table is padded past its tokenizer):
+        the extra ids are never allowed at restricted positions."""
+        if vocab_size == self.vocab_size:
+            return self
+        if vocab_size < self.vocab_size:
+            raise TemplateError(f"cannot shrink a template over {self.vocab_size} tokens to {vocab_size}")
+        pad = torch.zeros((self.masks.shape[0], vocab_size - self.vocab_size), dtype=torch.bool)
+        return CanvasTemplate(vocab_size, self.fixed, self.mask_index, torch.cat([self.masks, pad], 1), self.slots)
+
     # -- construction -----------------------------------------------------------------------------------------------
 
     @classmethod

@@ -272,16 +272,7 @@ class Engine:
 
             # d. commit the argmax canvas — each slot as the best complete path of its automaton — and, as
             # transformers does, turn the tokens after EOS into pad
-            committed = state.argmax
-            slotted = [(j, t.slots) for j, t in enumerate(templates) if t.slots]
-            if slotted:
-                committed = committed.clone()
-                log_probs = torch.log_softmax(state.self_conditioning.float(), dim=-1)
-                for j, slots in slotted:
-                    for slot in slots:
-                        span = slice(slot.start, slot.start + slot.length)
-                        path = slot.automaton.best_path(log_probs[j, span].cpu(), slot.backward)
-                        committed[j, span] = torch.tensor(path, device=committed.device)
+            committed = sampler.commit(state, templates)
             is_eos = committed == eos if eos is not None else torch.zeros_like(committed, dtype=torch.bool)
             eos_seen = is_eos.cumsum(-1)
             after_eos = (eos_seen > 0) & ~((eos_seen == 1) & is_eos)

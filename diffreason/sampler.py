@@ -27,7 +27,7 @@ from typing import Literal, Protocol
 import torch
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from diffreason.canvas import CanvasConstraint
+from diffreason.canvas import CanvasConstraint, CanvasTemplate
 
 
 class SamplerConfig(BaseModel):
@@ -265,6 +265,24 @@ class RenoiseSampler:
                 state.mean_entropy = mean_entropy.new_zeros(state.batch_size)
             state.self_conditioning[rows], state.mean_entropy[rows] = tempered, mean_entropy
         return StepOutput(rows=rows, accepted=accepted, mean_entropy=mean_entropy, stopped=done)
+
+    # -- commit ---------------------------------------------------------------------------------------------------
+
+    @staticmethod
+    def commit(state: DenoiseState, templates: list[CanvasTemplate | None] | None = None) -> torch.Tensor:
+        """The canvases to commit: the last argmax, with every slot of row j's template replaced by the best complete
+        path of its automaton under the last step's distribution, so a committed slot is always in its language."""
+        committed = state.argmax
+        slotted = [(j, t.slots) for j, t in enumerate(templates or []) if t is not None and t.slots]
+        if slotted:
+            committed = committed.clone()
+            log_probs = torch.log_softmax(state.self_conditioning.float(), dim=-1)
+            for j, slots in slotted:
+                for slot in slots:
+                    span = slice(slot.start, slot.start + slot.length)
+                    path = slot.automaton.best_path(log_probs[j, span].cpu(), slot.backward)
+                    committed[j, span] = torch.tensor(path, device=committed.device)
+        return committed
 
     # -- random draws -----------------------------------------------------------------------------------------------
 

@@ -32,7 +32,7 @@ def constraint_template(
     the SGLang server plugin — so a constraint means the same thing everywhere.
     """
     from diffreason.errors import TemplateError
-    from diffreason.tasks.json_schema import SchemaError, compile_schema
+    from diffreason.tasks.json_schema import Budget, SchemaError, compile_schema
 
     if regex is not None and json_schema is not None:
         raise DiffreasonError("give a regex or a json_schema, not both")
@@ -44,7 +44,9 @@ def constraint_template(
                 json_schema = json.loads(json_schema)
             except json.JSONDecodeError as exc:
                 raise SchemaError(f"json_schema is not valid JSON: {exc}") from None
-        compiled = compile_schema(json_schema, tokenizer)
+        # A slot never crosses a canvas boundary, so none may be longer than a canvas.
+        budget = Budget(max_slot=min(Budget.max_slot, canvas_length))
+        compiled = compile_schema(json_schema, tokenizer, budget)
         template = compiled.template
     elif regex is not None:
         if not isinstance(regex, str) or not regex:

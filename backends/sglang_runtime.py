@@ -1,0 +1,288 @@
+"""SGLang runtime plugin: constrained renoising and step counts for DiffusionGemma servers.
+
+Install diffreason next to SGLang and every server process picks this up through the `sglang.srt.plugins` entry
+point (`SGLANG_PLUGINS=diffreason` whitelists it):
+
+    sglang serve --model-path diffreason/weights/json-small --dllm-algorithm Gemma4Renoise
+
+`register()` puts `DiffreasonRenoise` — a `Gemma4Renoise` subclass — under the same registry key (DiffusionGemma
+insists on that name) and adds two small hooks so step counts reach the client. What changes:
+
+- requests may carry `json_schema` or `regex` (standard sampling params), or a canvas template in
+  `custom_params={"diffreason_template": "<JSON list: per position a token id, null, or a list of allowed ids>"}`;
+  `validate_request` compiles the constraint once with `diffreason.structured.constraint_template` (the CLI's and the
+  sgl backend's function) and answers HTTP 400 with a clear message when it cannot;
+- `step()` calls `RenoiseSampler.step` — the local engine's sampler, with SGLang's random stream
+  (`draws="sglang"`) — so unconstrained requests are token-identical to upstream and constrained ones follow their
+  masks; finished canvases commit slots through their automata exactly as the local engine does;
+- the denoising steps of every canvas reach the client as `meta_info["diffreason_steps"]` (one entry per canvas,
+  sent with the finished response).
+
+Upstream's other rules stay: penalties, logprobs, logit_bias, ebnf and structural tags are refused as before.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from sglang.srt.dllm.algorithm.gemma4_renoise import Gemma4Renoise
+
+from diffreason.canvas import CanvasConstraint, CanvasTemplate
+from diffreason.errors import DiffreasonError
+from diffreason.sampler import RenoiseSampler, SamplerConfig
+from diffreason.structured import constraint_template
+
+logger = logging.getLogger(__name__)
+
+STEPS_KEY = "diffreason_steps"
+TEMPLATE_PARAM = "diffreason_template"
+MAX_TRACKED = 65536  # requests whose constraint or steps are held at once (oldest dropped first)
+
+
+@dataclass
+class _Request:
+    template: CanvasTemplate | None = None
+    canvases_started: int = 0
+    steps: list[int] = field(default_factory=list)  # per finished canvas, not yet handed to the scheduler
+
+
+class _Registry:
+    """Per-request data shared by `validate_request` and the algorithm (both run in the scheduler process)."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._items: OrderedDict[str, _Request] = OrderedDict()
+
+    def get(self, rid: str) -> _Request:
+        with self._lock:
+            item = self._items.get(rid)
+            if item is None:
+                item = self._items[rid] = _Request()
+                while len(self._items) > MAX_TRACKED:
+                    self._items.popitem(last=False)
+            return item
+
+    def take_steps(self, rid: str) -> list[int]:
+        with self._lock:
+            item = self._items.get(rid)
+            if item is None or not item.steps:
+                return []
+            steps, item.steps = item.steps, []
+            return steps
+
+    def drop(self, rid: str) -> None:
+        with self._lock:
+            self._items.pop(rid, None)
+
+
+REQUESTS = _Registry()
+_canvas_length: int | None = None
+_tokenizers: dict[str, Any] = {}
+
+
+def _tokenizer(req):
+    if getattr(req, "tokenizer", None) is not None:
+        return req.tokenizer
+    from sglang.srt.runtime_context import get_model
+    from transformers import AutoTokenizer
+
+    path = get_model().model_path
+    if path not in _tokenizers:
+        _tokenizers[path] = AutoTokenizer.from_pretrained(path)
+    return _tokenizers[path]
+
+
+def template_from_positions(text: str, vocab_size: int) -> CanvasTemplate:
+    """A template sent by a client: a JSON list with, per position, a token id, null (any) or a list of ids."""
+    try:
+        positions = json.loads(text)
+    except (TypeError, json.JSONDecodeError) as exc:
+        raise DiffreasonError(f"{TEMPLATE_PARAM} must be a JSON list: {exc}") from None
+    if not isinstance(positions, list) or not positions:
+        raise DiffreasonError(f"{TEMPLATE_PARAM} must be a non-empty JSON list of positions")
+    for i, p in enumerate(positions):
+        ok = p is None or (isinstance(p, int) and not isinstance(p, bool)) or (
+            isinstance(p, list) and p and all(isinstance(t, int) and not isinstance(t, bool) for t in p)
+        )
+        if not ok:
+            raise DiffreasonError(f"{TEMPLATE_PARAM} position {i}: expected a token id, null or a list of ids")
+        ids = [] if p is None else (p if isinstance(p, list) else [p])
+        bad = [t for t in ids if not 0 <= t < vocab_size]
+        if bad:
+            raise DiffreasonError(f"{TEMPLATE_PARAM} position {i}: token {bad[0]} is outside [0, {vocab_size})")
+    return CanvasTemplate.from_positions(vocab_size, positions)
+
+
+def compile_request(req, canvas_length: int) -> CanvasTemplate | None:
+    """The request's canvas template (None: unconstrained). Raises DiffreasonError with a client-facing message."""
+    sp = req.sampling_params
+    custom = getattr(sp, "custom_params", None) or {}
+    raw_template = custom.get(TEMPLATE_PARAM) if isinstance(custom, dict) else None
+    given = [name for name, v in (("json_schema", sp.json_schema), ("regex", sp.regex), (TEMPLATE_PARAM, raw_template))
+             if v is not None]
+    if not given:
+        return None
+    if len(given) > 1:
+        raise DiffreasonError(f"give one constraint, not {' and '.join(given)}")
+    tokenizer = _tokenizer(req)
+    if raw_template is not None:
+        template = template_from_positions(raw_template, len(tokenizer))
+    else:
+        template, _ = constraint_template(
+            tokenizer, canvas_length, regex=sp.regex, json_schema=sp.json_schema,
+            max_tokens=sp.max_new_tokens if sp.regex is not None else None,
+        )
+    if sp.max_new_tokens is not None and sp.max_new_tokens < len(template):
+        raise DiffreasonError(
+            f"max_new_tokens={sp.max_new_tokens} is shorter than the constrained output ({len(template)} tokens)"
+        )
+    return template
+
+
+class DiffreasonRenoise(Gemma4Renoise):
+    """Gemma4Renoise with diffreason constraints, sharing the local engine's sampler."""
+
+    @classmethod
+    def validate_request(cls, req) -> str | None:
+        sp = req.sampling_params
+        # Upstream refuses json_schema / regex outright; it judges everything else.
+        saved = sp.json_schema, sp.regex
+        sp.json_schema = sp.regex = None
+        try:
+            error = super().validate_request(req)
+        finally:
+            sp.json_schema, sp.regex = saved
+        if error:
+            return error
+        try:
+            template = compile_request(req, _canvas_length or 256)
+        except DiffreasonError as exc:
+            return f"diffreason: {exc}"
+        except Exception as exc:  # never let a malformed request take the scheduler down
+            logger.exception("diffreason could not compile request %s", req.rid)
+            return f"diffreason: cannot compile the constraint ({type(exc).__name__}: {exc})"
+        if template is not None:
+            REQUESTS.get(req.rid).template = template
+            # Compiled here: keep SGLang's grammar backend (xgrammar) from compiling it again for nothing.
+            sp.json_schema = sp.regex = None
+        return None
+
+    def __init__(self, config):
+        super().__init__(config)
+        global _canvas_length
+        _canvas_length = self.block_size
+        self.sampler = RenoiseSampler(
+            SamplerConfig(
+                max_denoising_steps=self.max_denoising_steps,
+                entropy_bound=self.entropy_bound,
+                t_max=self.t_max,
+                t_min=self.t_min,
+                stability_threshold=self.stability_threshold,
+                confidence_threshold=self.confidence_threshold,
+                draws="sglang",
+            )
+        )
+
+    def init_step_state(self, forward_batch) -> list[Any]:
+        device = forward_batch.input_ids.device
+        states = []
+        for index in range(forward_batch.batch_size):
+            rid = forward_batch.rids[index] if forward_batch.rids else str(index)
+            request = REQUESTS.get(rid)
+            canvas_index = request.canvases_started
+            request.canvases_started += 1
+            template = None
+            if request.template is not None and canvas_index < request.template.num_canvases(self.block_size):
+                template = request.template.canvas(canvas_index, self.block_size).with_vocab(self.vocab_size)
+            generator = torch.Generator(device=device)
+            generator.manual_seed(self._request_seed(forward_batch, index))
+            constraint = CanvasConstraint.from_templates([template], device=device) if template is not None else None
+            denoise = self.sampler.init_state(1, self.block_size, self.vocab_size, [generator], constraint, device)
+            states.append({
+                # the keys upstream's prepare_inputs reads
+                "step": self.max_denoising_steps,
+                "current": denoise.canvas[0],
+                "self_conditioning": None,
+                "finished": False,
+                # ours
+                "rid": rid,
+                "denoise": denoise,
+                "template": template,
+            })
+        return states
+
+    def step(self, forward_batch, full_logits: torch.Tensor, states: list[Any]) -> list[bool]:
+        logits = full_logits.view(forward_batch.batch_size, self.block_size, self.vocab_size)
+        active = [i for i, s in enumerate(states) if not s["finished"]]
+        signals = []
+        for i in active:
+            state = states[i]
+            denoise = state["denoise"]
+            self.sampler.step(logits[i : i + 1], denoise)
+            state["step"] = int(denoise.steps_left[0])
+            if bool(denoise.done[0]):
+                state["finished"] = True
+                state["current"] = self.sampler.commit(denoise, [state["template"]])[0]
+                state["self_conditioning"] = None
+                REQUESTS.get(state["rid"]).steps.append(int(denoise.steps_taken[0]))
+            else:
+                state["current"] = denoise.canvas[0]
+                signals.append((i, denoise.self_conditioning[0]))
+        if signals:
+            # Self-conditioning as upstream feeds it: probabilities @ embedding table (sharded-vocab aware).
+            probs = torch.log_softmax(torch.stack([s for _, s in signals]), dim=-1, dtype=torch.float32).exp()
+            embeds = self._soft_embeddings(probs.reshape(-1, self.vocab_size)).view(len(signals), self.block_size, -1)
+            for (i, _), e in zip(signals, embeds):
+                states[i]["self_conditioning"] = e
+        self._write_input_ids(forward_batch, states)
+        return [s["finished"] for s in states]
+
+
+Algorithm = DiffreasonRenoise
+
+
+# -- hooks: step counts into meta_info -------------------------------------------------------------------------------
+
+
+def _hand_over_steps(original, scheduler, batch, result, *args, **kwargs):
+    """Before the scheduler streams a dLLM batch, attach each request's finished-canvas step counts."""
+    if batch.forward_mode.is_dllm_extend():
+        for req in batch.reqs:
+            steps = REQUESTS.take_steps(req.rid)
+            if steps:
+                if req.customized_info is None:
+                    req.customized_info = {}
+                req.customized_info.setdefault(STEPS_KEY, []).extend(steps)
+    out = original(scheduler, batch, result, *args, **kwargs)
+    for req in batch.reqs:
+        if req.finished():
+            REQUESTS.drop(req.rid)
+    return out
+
+
+def _steps_are_request_level(original, streamer, key, *args, **kwargs):
+    return key == STEPS_KEY or original(streamer, key, *args, **kwargs)
+
+
+def register() -> None:
+    """The `sglang.srt.plugins` entry point: called once in every SGLang process."""
+    from sglang.srt.dllm import algorithm
+    from sglang.srt.plugins.hook_registry import HookRegistry, HookType
+
+    algorithm.algo_name_to_cls["Gemma4Renoise"] = DiffreasonRenoise
+    HookRegistry.register(
+        "sglang.srt.dllm.mixin.scheduler.SchedulerDllmMixin.process_batch_result_dllm",
+        _hand_over_steps, HookType.AROUND,
+    )
+    HookRegistry.register(
+        "sglang.srt.managers.scheduler_components.output_streamer.SchedulerOutputStreamer"
+        ".is_request_level_customized_info_key",
+        _steps_are_request_level, HookType.AROUND,
+    )
+    logger.info("diffreason: Gemma4Renoise now accepts json_schema / regex / %s", TEMPLATE_PARAM)

@@ -1,0 +1,165 @@
+"""The SGLang runtime plugin on CPU: discovery, upstream parity, masks, validate_request messages, step reporting."""
+
+import json
+import re
+import types
+
+import pytest
+import torch
+
+pytest.importorskip("sglang")
+from sglang.srt.dllm.algorithm.gemma4_renoise import Gemma4Renoise  # noqa: E402
+from sglang.srt.dllm.config import DllmConfig  # noqa: E402
+from sglang.srt.sampling.sampling_params import SamplingParams  # noqa: E402
+
+from diffreason.backends import sglang_runtime as plugin  # noqa: E402
+from diffreason.canvas import CanvasTemplate  # noqa: E402
+from diffreason.tokenizer import train_byte_bpe  # noqa: E402
+
+TOK = train_byte_bpe()
+C, V, H = 24, len(TOK), 8
+
+
+def make_algorithm(cls, steps=6):
+    algo = cls(DllmConfig("Gemma4Renoise", {"max_denoising_steps": steps}, C, -1, 8))
+    algo.vocab_size = V  # run() sets these from the model runner
+    algo.embed_tokens = torch.nn.Embedding(V, H)
+    algo.embed_tokens.weight.data = torch.randn(V, H, generator=torch.Generator().manual_seed(0))
+    algo.embed_tokens.embed_scale = 2.0
+    return algo
+
+
+def forward_batch(rids):
+    return types.SimpleNamespace(batch_size=len(rids), input_ids=torch.zeros(len(rids) * C, dtype=torch.long),
+                                 rids=list(rids))
+
+
+def fake_req(rid="r", **params):
+    sp = SamplingParams(**params)
+    logprob = types.SimpleNamespace(top_logprobs_num=0, token_ids_logprob=None)
+    return types.SimpleNamespace(rid=rid, sampling_params=sp, tokenizer=TOK, return_logprob=False, logprob=logprob,
+                                 return_flat_raw_top_logprobs=False, custom_logit_processor=None,
+                                 return_sampling_mask=False)
+
+
+def denoise(algo, rids, seed=0, steps=6):
+    """Run algo's init/step over random logits; the input_ids and self-conditioning after every step."""
+    fb = forward_batch(rids)
+    states = algo.init_step_state(fb)
+    g = torch.Generator().manual_seed(seed)
+    trace = []
+    for k in range(steps):
+        logits = torch.randn(len(rids), C, V, generator=g) * (1 + 2 * k)
+        done = algo.step(fb, logits.view(-1, V), states)
+        sc = [s["self_conditioning"] for s in states]
+        trace.append((fb.input_ids.clone(), list(done), [None if x is None else x.clone() for x in sc]))
+        if all(done):
+            break
+    return trace
+
+
+def test_entry_point_installs_the_subclass_under_the_upstream_name():
+    from sglang.srt.dllm.algorithm import get_algorithm_cls
+    from sglang.srt.plugins import load_plugins
+
+    load_plugins()
+    assert get_algorithm_cls("Gemma4Renoise") is plugin.DiffreasonRenoise
+    from sglang.srt.managers.scheduler_components.output_streamer import SchedulerOutputStreamer
+
+    streamer = object.__new__(SchedulerOutputStreamer)
+    assert streamer.is_request_level_customized_info_key(plugin.STEPS_KEY)
+    assert not streamer.is_request_level_customized_info_key("something_else")
+
+
+def test_unconstrained_requests_match_upstream_token_for_token():
+    ours = denoise(make_algorithm(plugin.DiffreasonRenoise), ["a", "b", "c"])
+    theirs = denoise(make_algorithm(Gemma4Renoise), ["a", "b", "c"])
+    assert len(ours) == len(theirs)
+    for (ids, done, sc), (ids2, done2, sc2) in zip(ours, theirs):
+        assert torch.equal(ids, ids2) and done == done2
+        for x, y in zip(sc, sc2):
+            assert (x is None) == (y is None) and (x is None or torch.allclose(x, y, atol=1e-5))
+
+
+def test_constrained_request_honours_its_masks_and_matches_the_local_sampler():
+    from diffreason.canvas import CanvasConstraint
+    from diffreason.sampler import RenoiseSampler, SamplerConfig
+
+    algo = make_algorithm(plugin.DiffreasonRenoise)
+    req = fake_req("c1", regex=r"[a-c]{2}-[0-9]{2}", max_new_tokens=16)
+    assert algo.validate_request(req) is None
+    assert req.sampling_params.regex is None  # compiled by us; SGLang's grammar backend has nothing to do
+    template = plugin.REQUESTS.get("c1").template
+    trace = denoise(algo, ["free", "c1"])
+    canvas_template = template.canvas(0, C)
+    allowed = CanvasConstraint.from_templates([canvas_template]).allowed[0]
+    for ids, _, _ in trace:
+        row = ids.view(2, C)[1]
+        assert allowed[torch.arange(C), row].all()
+    final = trace[-1][0].view(2, C)[1].tolist()
+    assert final[len(template) - 1] == TOK.eos_token_id  # SGLang ends the output there
+    assert re.fullmatch(r"[a-c]{2}-[0-9]{2}", TOK.decode(final[: len(template) - 1], skip_special_tokens=True))
+
+    # the same request through the local sampler, with the plugin's generator seed: the same canvases
+    sampler = RenoiseSampler(SamplerConfig(max_denoising_steps=6, draws="sglang"))
+    gen = torch.Generator().manual_seed(algo._request_seed(forward_batch(["free", "c1"]), 1))
+    state = sampler.init_state(1, C, V, [gen], CanvasConstraint.from_templates([canvas_template]))
+    g = torch.Generator().manual_seed(0)
+    for k, (ids, done, _) in enumerate(trace):
+        logits = torch.randn(2, C, V, generator=g) * (1 + 2 * k)
+        if not bool(state.done[0]):
+            sampler.step(logits[1:2], state)
+        expect = sampler.commit(state, [canvas_template])[0] if bool(state.done[0]) else state.canvas[0]
+        assert torch.equal(ids.view(2, C)[1], expect)
+    assert plugin.REQUESTS.take_steps("c1") == [len(trace)]
+
+
+def test_a_template_longer_than_a_canvas_continues_on_the_next_one():
+    algo = make_algorithm(plugin.DiffreasonRenoise)
+    positions = [TOK.encode("x", add_special_tokens=False)[0]] * (C + 5) + [TOK.eos_token_id]
+    req = fake_req("long", custom_params={plugin.TEMPLATE_PARAM: json.dumps(positions)}, max_new_tokens=2 * C)
+    assert algo.validate_request(req) is None
+    first = denoise(algo, ["long"])[-1][0]
+    second = denoise(algo, ["long"])[-1][0]
+    assert first.tolist() == positions[:C] and second[:6].tolist() == positions[C:]
+    assert len(plugin.REQUESTS.take_steps("long")) == 2
+
+
+@pytest.mark.parametrize(
+    "params, message",
+    [
+        (dict(json_schema=json.dumps({"type": "object", "required": ["a"], "properties": {"a": {"type": "string",
+          "format": "ipv6"}}})), "diffreason: unsupported keyword 'format' value 'ipv6' at /properties/a/format"),
+        (dict(json_schema="{not json"), "diffreason: json_schema is not valid JSON"),
+        (dict(regex=r"(a)\1"), "diffreason: cannot build an automaton for regex"),
+        (dict(regex="a", json_schema="{}"), "diffreason: give one constraint, not json_schema and regex"),
+        (dict(custom_params={plugin.TEMPLATE_PARAM: "[1, true]"}), "position 1: expected a token id, null or a list"),
+        (dict(custom_params={plugin.TEMPLATE_PARAM: "[99999]"}), "position 0: token 99999 is outside"),
+        (dict(regex="a{40}", max_new_tokens=8), "diffreason: no value of this type fits in exactly 7 tokens"),
+        (dict(json_schema=json.dumps({"type": "object", "required": ["a"], "properties": {"a": {"type": "string",
+          "maxLength": 30}}}), max_new_tokens=4), "max_new_tokens=4 is shorter than the constrained output"),
+        (dict(regex="a", frequency_penalty=0.5), "does not support request-level frequency_penalty"),
+    ],
+)
+def test_validate_request_refuses_with_a_clear_message(params, message):
+    assert message in (plugin.DiffreasonRenoise.validate_request(fake_req("bad", **params)) or "")
+
+
+def test_unconstrained_validation_is_upstreams():
+    assert plugin.DiffreasonRenoise.validate_request(fake_req("ok")) is None
+    assert plugin.REQUESTS.get("ok").template is None
+
+
+def test_step_counts_are_handed_to_the_request_before_streaming():
+    plugin.REQUESTS.get("s1").steps.extend([7, 3])
+    req = types.SimpleNamespace(rid="s1", customized_info=None, finished=lambda: True)
+    batch = types.SimpleNamespace(reqs=[req], forward_mode=types.SimpleNamespace(is_dllm_extend=lambda: True))
+    seen = {}
+
+    def original(scheduler, b, result):
+        seen["info"] = dict(req.customized_info)
+        return "streamed"
+
+    assert plugin._hand_over_steps(original, object(), batch, None) == "streamed"
+    assert seen["info"] == {plugin.STEPS_KEY: [7, 3]}
+    assert plugin.REQUESTS.take_steps("s1") == []  # finished requests are forgotten
