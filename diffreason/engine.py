@@ -90,8 +90,19 @@ class Engine:
         sampler: RenoiseSampler | SamplerConfig | None = None,
         max_batch_size: int = 64,
         profile: bool = False,
+        attention: str = "auto",
     ):
+        """`attention`: "auto" (FlashInfer on CUDA in half precision, else the model's own — SDPA), "flashinfer"
+        (the FlashInfer path; its PyTorch twin kernel off CUDA) or "sdpa"."""
         self.lm = lm
+        if attention not in ("auto", "flashinfer", "sdpa"):
+            raise ConfigError(f"attention must be auto, flashinfer or sdpa, got {attention!r}")
+        if attention != "sdpa" and (attention == "flashinfer" or lm.model.device.type == "cuda"):
+            from diffreason.backends import flashinfer_attention
+
+            flashinfer_attention.use_flashinfer(lm.model, force=attention == "flashinfer")
+        elif attention == "sdpa":
+            lm.model.set_attn_implementation("sdpa")
         if sampler is None or isinstance(sampler, SamplerConfig):
             sampler = RenoiseSampler(sampler or lm.sampler_config)
         self.sampler = sampler
