@@ -168,12 +168,23 @@ class _OutlinesTokenizer:
         return isinstance(other, _OutlinesTokenizer) and self.tokenizer is other.tokenizer
 
 
+def _token_index(regex: str, tokenizer: _OutlinesTokenizer):
+    """outlines-core's regex → token index (`create_states_mapping`) without its FSM minimisation: interegular's
+    `reduce()` (two subset constructions over the reversed automaton) costs minutes on the bounded repeats JSON
+    values are made of, and an unminimised DFA accepts the same language."""
+    import interegular
+    from outlines_core.fsm.regex import create_fsm_index_tokenizer, make_byte_level_fsm, make_deterministic_fsm
+
+    char_fsm = interegular.parse_pattern(regex).to_fsm()
+    byte_fsm, _ = make_deterministic_fsm(make_byte_level_fsm(char_fsm, keep_utf8=True))
+    index, _empty = create_fsm_index_tokenizer(byte_fsm, tokenizer)
+    return index
+
+
 @lru_cache(maxsize=256)
 def _from_regex_cached(regex: str, tokenizer: _OutlinesTokenizer) -> TokenAutomaton:
-    from outlines_core.fsm.guide import create_states_mapping
-
     try:
-        index, _empty, _finals = create_states_mapping(regex, tokenizer)
+        index = _token_index(regex, tokenizer)
     except Exception as exc:  # interegular / outlines raise several types for unsupported constructs
         reason = " ".join(str(exc).split()) or f"{type(exc).__name__} (not a regex this parser supports)"
         raise TemplateError(f"cannot build an automaton for regex {regex!r}: {reason}") from None

@@ -5,6 +5,7 @@ Every user error is one line on stderr and exit code 2; never a traceback.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import sys
 from pathlib import Path
@@ -369,8 +370,12 @@ def eval_json(
     collections: str = typer.Option("", "--collections", help="comma-separated collection names (default: all)"),
     fillings: int = typer.Option(2, "--fillings", help="outputs checked per compiled schema"),
     out: Path = typer.Option(Path("evals/reports"), "--out", help="report directory"),
+    heldout: bool = typer.Option(False, "--heldout", help="only schemas the JSON model never trained on"),
+    compile_timeout: float = typer.Option(30.0, "--compile-timeout", help="seconds per schema before giving up"),
 ) -> None:
-    """Coverage, validity and compile time of the JSON-schema compiler, per collection."""
+    """Coverage, validity and compile time of the JSON-schema compiler, per collection.
+
+    --limit picks a stable pseudo-random sample per collection (by file-name hash), not the first files."""
     from rich.progress import Progress
 
     from diffreason.evals.json_eval import collection_of, run_eval, write_report
@@ -379,11 +384,14 @@ def eval_json(
 
     if not schemas.is_dir():
         raise DiffreasonError(f"--schemas {str(schemas)!r} is not a directory")
+    from diffreason.tasks.json_corpus import is_heldout
+
     wanted = {c.strip() for c in collections.split(",") if c.strip()}
     files, counts = [], {}
-    for f in sorted(schemas.glob("*.json")):
+    sample_order = sorted(schemas.glob("*.json"), key=lambda f: hashlib.sha1(f.name.encode()).hexdigest())
+    for f in sample_order:
         c = collection_of(f.name)
-        if (wanted and c not in wanted) or (limit and counts.get(c, 0) >= limit):
+        if (wanted and c not in wanted) or (limit and counts.get(c, 0) >= limit) or (heldout and not is_heldout(f.name)):
             continue
         counts[c] = counts.get(c, 0) + 1
         files.append(f)
@@ -393,7 +401,8 @@ def eval_json(
     tokenizer = lm.tokenizer if lm else train_byte_bpe()
     with Progress(console=err_console, transient=True) as bar:
         task = bar.add_task("schemas", total=len(files))
-        report = run_eval(files, tokenizer, lm, fillings, progress=lambda: bar.advance(task))
+        report = run_eval(files, tokenizer, lm, fillings, progress=lambda: bar.advance(task),
+                          compile_timeout=compile_timeout)
     command = "diffreason eval json " + " ".join(sys.argv[3:])
     for path in write_report(report, out, command):
         err_console.print(f"wrote {path}")

@@ -12,8 +12,10 @@ the first keyword that stopped them.
 from __future__ import annotations
 
 import collections
+import contextlib
 import json
 import re
+import signal
 import statistics
 import time
 from pathlib import Path
@@ -28,11 +30,41 @@ def collection_of(name: str) -> str:
     return re.sub(r"(_\d+|---.*|_[0-9a-f]{8,}.*)$", "", Path(name).stem)
 
 
-def run_eval(files, tokenizer, model=None, fillings: int = 2, seed: int = 0, progress=None) -> dict:
+class _CompileTimeout(Exception):
+    pass
+
+
+@contextlib.contextmanager
+def _time_limit(seconds: float):
+    """Raise _CompileTimeout after `seconds` (main thread, POSIX); a no-op limit when 0 or unsupported."""
+    if not seconds or not hasattr(signal, "setitimer"):
+        yield
+        return
+
+    def expire(signum, frame):
+        raise _CompileTimeout()
+
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def run_eval(files, tokenizer, model=None, fillings: int = 2, seed: int = 0, progress=None,
+             compile_timeout: float = 30.0) -> dict:
+    """Per collection: compiled, valid / invalid outputs; the reasons schemas were not compiled; timings.
+
+    A schema whose compilation takes longer than `compile_timeout` seconds counts as not compiled (its reason says
+    so), so one pathological schema cannot stall a run over thousands.
+    """
     from diffreason.structured import generate
+    from diffreason.tasks.json_corpus import prompt_of
 
     per = collections.defaultdict(lambda: collections.Counter())
-    compile_us_per_pos, seconds_per_object, steps = [], [], []
+    compile_us_per_pos, compile_ms, seconds_per_object, steps = [], [], [], []
     reasons = collections.Counter()
     validator_disagreements = 0
     for path in files:
@@ -48,18 +80,24 @@ def run_eval(files, tokenizer, model=None, fillings: int = 2, seed: int = 0, pro
             if ok is not None and ok != test["valid"]:
                 validator_disagreements += 1
         t = time.perf_counter()
+        reason = None
         try:
-            compiled = compile_schema(schema, tokenizer)
+            with _time_limit(compile_timeout):
+                compiled = compile_schema(schema, tokenizer)
         except SchemaError as exc:
-            reasons[re.sub(r" at .*$", "", str(exc))[:90]] += 1
+            reason = re.sub(r" at .*$", "", str(exc))[:90]
+        except RecursionError:
+            reason = "schema nesting too deep"
+        except _CompileTimeout:
+            reason = f"compile time limit ({compile_timeout:g} s)"
+        if reason is not None:
+            reasons[reason] += 1
             if progress:
                 progress()
             continue
-        except RecursionError:
-            reasons["schema nesting too deep"] += 1
-            continue
         elapsed = time.perf_counter() - t
         per[coll]["compiled"] += 1
+        compile_ms.append(1e3 * elapsed)
         compile_us_per_pos.append(1e6 * elapsed / max(1, len(compiled.template)))
         for k in range(fillings):
             try:
@@ -68,7 +106,7 @@ def run_eval(files, tokenizer, model=None, fillings: int = 2, seed: int = 0, pro
                     value = json.loads(tokenizer.decode(tokens, skip_special_tokens=True))
                 else:
                     t = time.perf_counter()
-                    value, result = generate(model, schema, prompt=data.get("description", ""), seed=seed + k)
+                    value, result = generate(model, schema, prompt=prompt_of(schema), seed=seed + k)
                     seconds_per_object.append(time.perf_counter() - t)
                     steps.append(sum(result.steps))
                 jsonschema.validate(value, schema)
@@ -85,6 +123,8 @@ def run_eval(files, tokenizer, model=None, fillings: int = 2, seed: int = 0, pro
         "total": dict(total),
         "validator_disagreements": validator_disagreements,
         "compile_us_per_position_median": statistics.median(compile_us_per_pos) if compile_us_per_pos else None,
+        "compile_ms_per_schema_median": statistics.median(compile_ms) if compile_ms else None,
+        "compile_ms_per_schema_mean": statistics.mean(compile_ms) if compile_ms else None,
         "seconds_per_object_mean": statistics.mean(seconds_per_object) if seconds_per_object else None,
         "steps_mean": statistics.mean(steps) if steps else None,
         "unsupported_top": reasons.most_common(15),
@@ -113,7 +153,13 @@ def write_report(report: dict, out_dir: str | Path, command: str) -> list[Path]:
         validity = f"{100 * c.get('valid', 0) / outputs:.1f} %" if outputs else "—"
         lines.append(f"| {name} | {n} | {compiled} ({100 * compiled / n:.1f} %) | {validity} |")
     med = report["compile_us_per_position_median"]
-    lines += ["", f"Median compile time per canvas position: {med:.0f} µs." if med else "", "",
+    if med:
+        lines += ["", f"Compile time: median {med:.0f} µs per canvas position; per schema median "
+                      f"{report['compile_ms_per_schema_median']:.0f} ms, mean {report['compile_ms_per_schema_mean']:.0f} ms."]
+    if report.get("steps_mean") is not None:
+        lines += [f"Model outputs: mean {report['steps_mean']:.1f} denoising steps per object (all canvases), "
+                  f"{report['seconds_per_object_mean']:.2f} s per object."]
+    lines += ["",
               "Most frequent reasons a schema is not compiled:", ""]
     lines += [f"- {count} × {reason}" for reason, count in report["unsupported_top"]]
     (out_dir / "json.md").write_text("\n".join(lines) + "\n")
