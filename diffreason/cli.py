@@ -59,17 +59,20 @@ def generate(
     from diffreason.engine import Engine
     from diffreason.model import load_model
 
+    if max_new_tokens is not None and max_new_tokens < 1:
+        raise DiffreasonError(f"--max-new-tokens must be at least 1, got {max_new_tokens}")
+    schema_dict = None
+    if schema is not None:
+        from diffreason.tasks.json_schema import load_schema
+
+        schema_dict = load_schema(schema)  # file errors before the model loads
     if model is None:
         if not (EMBEDDED_JSON / "config.json").is_file():
             raise DiffreasonError(f"the embedded JSON model is missing ({EMBEDDED_JSON}); pass --model DIR")
         model = EMBEDDED_JSON
-    if max_new_tokens is not None and max_new_tokens < 1:
-        raise DiffreasonError(f"--max-new-tokens must be at least 1, got {max_new_tokens}")
-    if schema is not None:
+    if schema_dict is not None:
         from diffreason.structured import generate as generate_structured
-        from diffreason.tasks.json_schema import load_schema
 
-        schema_dict = load_schema(schema)  # file errors before the model loads
         lm = load_model(model)
         value, result = generate_structured(lm, schema_dict, prompt, seed, _sampler_config(lm, steps, fast))
         if as_json:

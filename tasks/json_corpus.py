@@ -3,8 +3,8 @@
 Each schema file holds a schema and labelled instances; the valid ones are real-world objects, so a model trained on
 them writes plausible values, not only valid ones. The prompt is what a user would say — the schema's title and
 description, else its property names. The canvas is laid out the way compiled templates lay it out: the scaffold in
-compact JSON, each scalar value followed by a few pad tokens (a slot's unused tail, which decoding removes), then EOS,
-then pads. A stable hash of the file name holds out 10 % of the schemas for evaluation.
+compact JSON, each scalar value followed by pad tokens (a slot's unused tail, which decoding removes; up to the
+compiler's default slot budget), then EOS, then pads. Objects that do not fit one canvas are left out. A stable hash of the file name holds out 10 % of the schemas for evaluation.
 """
 
 from __future__ import annotations
@@ -59,29 +59,41 @@ def load_pairs(schemas_dir: str | Path, heldout: bool = False) -> list[tuple[str
     return pairs
 
 
-def pieces(value: Any, rng: random.Random, max_pad: int = 3) -> list[str | int]:
-    """Compact JSON as text pieces, with a pad run (an int: how many) after each scalar, as slots leave them."""
+# Slot budgets in characters, as the compiler's default `Budget` gives them: a value's slot is this long, and what
+# the value does not use is pad. Training draws the pad run uniformly up to the slot's slack.
+SLOT_CHARS = {"string": 24, "number": 16, "boolean": 5, "null": 4}
+
+
+def pieces(value: Any, rng: random.Random) -> list[str | tuple[str, int]]:
+    """Compact JSON as text pieces; each scalar is (text, slot budget) — the caller pads it as a slot would be."""
     if isinstance(value, dict):
-        out: list[str | int] = ["{"]
+        out: list[str | tuple[str, int]] = ["{"]
         for i, (k, v) in enumerate(value.items()):
             out.append(("," if i else "") + json.dumps(k, ensure_ascii=False) + ":")
-            out += pieces(v, rng, max_pad)
+            out += pieces(v, rng)
         return out + ["}"]
     if isinstance(value, list):
         out = ["["]
         for i, v in enumerate(value):
             if i:
                 out.append(",")
-            out += pieces(v, rng, max_pad)
+            out += pieces(v, rng)
         return out + ["]"]
-    return [json.dumps(value, ensure_ascii=False, separators=(",", ":")), rng.randint(0, max_pad)]
+    kind = ("boolean" if isinstance(value, bool) else "number" if isinstance(value, (int, float))
+            else "null" if value is None else "string")
+    return [(json.dumps(value, ensure_ascii=False, separators=(",", ":")), SLOT_CHARS[kind])]
 
 
 def canvas_tokens(value: Any, tokenizer, rng: random.Random, length: int = CANVAS) -> list[int] | None:
-    """The canvas of one object (value, EOS, pads), or None if it does not fit."""
+    """The canvas of one object (values padded as slots leave them, EOS, pads), or None if it does not fit."""
     ids: list[int] = []
     for p in pieces(value, rng):
-        ids += [tokenizer.pad_token_id] * p if isinstance(p, int) else tokenizer.encode(p, add_special_tokens=False)
+        if isinstance(p, tuple):
+            text, budget = p
+            value_ids = tokenizer.encode(text, add_special_tokens=False)
+            ids += value_ids + [tokenizer.pad_token_id] * rng.randint(0, max(0, budget - len(value_ids)))
+        else:
+            ids += tokenizer.encode(p, add_special_tokens=False)
         if len(ids) >= length:
             return None
     ids.append(tokenizer.eos_token_id)

@@ -41,7 +41,7 @@ def test_build_model(tmp_path):
     "args, message",
     [
         (["generate", "--model", "/nonexistent/dir", "x"], "does not exist"),
-        (["generate", "x"], "--model DIR is required"),
+        (["generate", "--schema", "/nonexistent/schema.json", "x"], "schema file '/nonexistent/schema.json' does not exist"),
         (["generate", "--bogus"], "No such option"),
         (["generate", "--model", "CKPT", "--steps", "0", "x"], "--steps must be at least 1"),
         (["generate", "--model", "CKPT", "--steps", "many", "x"], "Invalid value for '--steps'"),
