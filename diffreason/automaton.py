@@ -17,7 +17,7 @@ wherever position-wise constraints can.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cached_property, lru_cache
 
 import torch
 
@@ -63,31 +63,34 @@ class TokenAutomaton:
         table[S, pad] = S
         return TokenAutomaton(table, self.initial, torch.cat([self.accepting, torch.tensor([True])]))
 
+    @cached_property
+    def edges(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Every move as (source state, token, target state): sparse, so slot work is linear in the moves."""
+        src, tok = (self.next_state >= 0).nonzero(as_tuple=True)
+        return src, tok, self.next_state[src, tok]
+
     def slot_sets(self, length: int) -> tuple[list[torch.Tensor], torch.Tensor, torch.Tensor]:
         """(allowed [V] bool per position, forward [L+1, S], backward [L+1, S]) for a slot of exactly `length` tokens.
 
         forward[k, s]: s reachable in k tokens; backward[k, s]: acceptance reachable from s in length - k tokens.
         """
         S, V = self.next_state.shape
-        moves = self.next_state >= 0
-        target = self.next_state.clamp(min=0)
+        src, tok, dst = self.edges
         forward = torch.zeros((length + 1, S), dtype=torch.bool)
         forward[0, self.initial] = True
         for k in range(length):
-            nxt = torch.zeros(S, dtype=torch.bool)
-            src = forward[k][:, None] & moves
-            nxt[target[src]] = True
-            forward[k + 1] = nxt
+            forward[k + 1, dst[forward[k, src]]] = True
         backward = torch.zeros((length + 1, S), dtype=torch.bool)
         backward[length] = self.accepting
         for k in range(length - 1, -1, -1):
-            backward[k] = (moves & backward[k + 1][target]).any(dim=1)
+            backward[k, src[backward[k + 1, dst]]] = True
         if not bool((forward[0] & backward[0]).any()):
             raise TemplateError(f"no value of this type fits in exactly {length} tokens")
         allowed = []
         for k in range(length):
-            ok = forward[k][:, None] & moves & backward[k + 1][target]  # [S, V]
-            allowed.append(ok.any(dim=0))
+            ok = torch.zeros(V, dtype=torch.bool)
+            ok[tok[forward[k, src] & backward[k + 1, dst]]] = True
+            allowed.append(ok)
         return allowed, forward, backward
 
     def best_path(self, log_probs: torch.Tensor, backward: torch.Tensor | None = None) -> list[int]:
@@ -96,36 +99,33 @@ class TokenAutomaton:
         S = self.num_states
         if backward is None:
             backward = self.slot_sets(length)[2]
-        moves = self.next_state >= 0
-        target = self.next_state.clamp(min=0)
+        src, tok, dst = self.edges
+        lp = log_probs.double().nan_to_num(neginf=-1e30)
+        neg = torch.tensor(float("-inf"), dtype=torch.float64)
         score = torch.full((S,), float("-inf"), dtype=torch.float64)
         score[self.initial] = 0.0
-        back_state, back_token = [], []
-        lp = log_probs.double().nan_to_num(neginf=-1e30)
+        back_edge = []
         for k in range(length):
-            valid = moves & backward[k + 1][target] & torch.isfinite(score)[:, None]
-            cand = torch.where(valid, score[:, None] + lp[k][None, :], torch.tensor(float("-inf"), dtype=torch.float64))
-            flat = cand.flatten()
-            dest = target.flatten()
+            valid = backward[k + 1, dst] & torch.isfinite(score[src])
+            cand = torch.where(valid, score[src] + lp[k, tok], neg)
             new = torch.full((S,), float("-inf"), dtype=torch.float64).scatter_reduce(
-                0, dest, flat, reduce="amax", include_self=True
+                0, dst, cand, reduce="amax", include_self=True
             )
-            # recover an argmax (source, token) for each destination state
-            hit = (flat == new[dest]) & torch.isfinite(flat)
-            idx = torch.full((S,), -1, dtype=torch.long)
-            positions = hit.nonzero().flatten()
-            idx[dest[positions].flip(0)] = positions.flip(0)  # first maximiser wins
-            back_state.append(torch.where(idx >= 0, idx // V, -1))
-            back_token.append(torch.where(idx >= 0, idx % V, -1))
+            # an argmax edge into each state (the first one in edge order)
+            hit = ((cand == new[dst]) & torch.isfinite(cand)).nonzero().flatten()
+            best = torch.full((S,), -1, dtype=torch.long)
+            best[dst[hit].flip(0)] = hit.flip(0)
+            back_edge.append(best)
             score = new
-        final = torch.where(self.accepting, score, torch.tensor(float("-inf"), dtype=torch.float64))
+        final = torch.where(self.accepting, score, neg)
         state = int(final.argmax())
         if not torch.isfinite(final[state]):
             raise TemplateError("no complete value fits the slot")
         tokens = []
         for k in range(length - 1, -1, -1):
-            tokens.append(int(back_token[k][state]))
-            state = int(back_state[k][state])
+            e = int(back_edge[k][state])
+            tokens.append(int(tok[e]))
+            state = int(src[e])
         return tokens[::-1]
 
     def accepts(self, tokens) -> bool:
@@ -168,13 +168,63 @@ class _OutlinesTokenizer:
         return isinstance(other, _OutlinesTokenizer) and self.tokenizer is other.tokenizer
 
 
+def _state_key(state):
+    """A hashable stand-in for an interegular crawl state (ints, tuples, sets, dicts, nested), equal iff they are."""
+    if isinstance(state, dict):
+        return ("dict", frozenset((k, _state_key(v)) for k, v in state.items()))
+    if isinstance(state, (set, frozenset)):
+        return ("set", frozenset(_state_key(v) for v in state))
+    if isinstance(state, (list, tuple)):
+        return (type(state).__name__, tuple(_state_key(v) for v in state))
+    return state
+
+
+def _indexed_crawl(alphabet, initial, final, follow):
+    """interegular's `crawl` (subset construction behind every FSM operation) with a dict from state to number
+    instead of `list.index`: the same FSM, in linear rather than quadratic time in the number of states."""
+    from interegular.fsm import FSM, OblivionError
+
+    try:
+        first = initial if hash(initial) is not None else None
+    except TypeError:
+        first = _state_key(initial)
+    states, numbers, finals, transitions = [initial], {first: 0}, set(), {}
+    i = 0
+    while i < len(states):
+        state = states[i]
+        if final(state):
+            finals.add(i)
+        transitions[i] = {}
+        for symbol in alphabet.by_transition:
+            try:
+                nxt = follow(state, symbol)
+            except OblivionError:
+                continue
+            try:
+                key = nxt if hash(nxt) is not None else None  # most states hash as they are
+            except TypeError:
+                key = _state_key(nxt)
+            j = numbers.get(key)
+            if j is None:
+                j = numbers[key] = len(states)
+                states.append(nxt)
+            transitions[i][symbol] = j
+        i += 1
+    return FSM(alphabet=alphabet, states=range(len(states)), initial=0, finals=finals, map=transitions,
+               __no_validation__=True)
+
+
 def _token_index(regex: str, tokenizer: _OutlinesTokenizer):
     """outlines-core's regex → token index (`create_states_mapping`) without its FSM minimisation: interegular's
     `reduce()` (two subset constructions over the reversed automaton) costs minutes on the bounded repeats JSON
-    values are made of, and an unminimised DFA accepts the same language."""
+    values are made of, and an unminimised DFA accepts the same language (the slot work below is linear in its
+    moves either way)."""
     import interegular
     from outlines_core.fsm.regex import create_fsm_index_tokenizer, make_byte_level_fsm, make_deterministic_fsm
 
+    import interegular.fsm
+
+    interegular.fsm.crawl = _indexed_crawl  # same result, linear time (see _indexed_crawl)
     char_fsm = interegular.parse_pattern(regex).to_fsm()
     byte_fsm, _ = make_deterministic_fsm(make_byte_level_fsm(char_fsm, keep_utf8=True))
     index, _empty = create_fsm_index_tokenizer(byte_fsm, tokenizer)

@@ -20,10 +20,12 @@ unfold to a depth limit).
 
 from __future__ import annotations
 
+import copy
 import json
 import math
 import re
-from dataclasses import dataclass
+from collections import OrderedDict
+from dataclasses import astuple, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -305,6 +307,7 @@ class _Compiler:
             hi = int(schema.get("maxItems", max(lo, self.budget.array_items)))
             if lo > hi:
                 self.fail(path, f"minItems {lo} > maxItems {hi}")
+            hi = min(hi, max(lo, self.budget.array_items))  # a sound subset: the canvas has room for few items
             try:
                 item_regex, item_len = self.value_regex(schema.get("items", {"type": "string"}), f"{path}/items", seen)
             except _DepthLimit:
@@ -498,7 +501,9 @@ class _Compiler:
         hi = schema.get("maxLength")
         if hi is not None and int(hi) < lo:
             self.fail(path, f"minLength {lo} > maxLength {hi}")
-        hi = int(hi) if hi is not None else max(lo, self.budget.string - 2)
+        # maxLength is an upper bound: capping it at the slot budget keeps outputs valid and the automaton small
+        # (a 32767-character bound would be 32767 automaton states).
+        hi = min(int(hi), max(lo, self.budget.string - 2)) if hi is not None else max(lo, self.budget.string - 2)
         return f'"{STRING_CHAR}{{{lo},{hi}}}"', min(hi + 2, self.budget.max_slot)
 
     def object_regex(self, schema: dict, path: str, seen: tuple) -> tuple[str, int]:
@@ -613,9 +618,28 @@ def compile_schema(
     """Compile a JSON Schema (dict, file, JSON text) or a pydantic model class into a canvas template.
 
     Recursive `$ref`s unfold up to `max_depth` times; below that, optional members and array items are left out.
+    Results are cached by the canonical schema text, tokenizer and budget.
     """
     schema = load_schema(schema_or_model)
-    compiler = _Compiler(schema, tokenizer, budget or Budget(), max_depth)
+    budget = budget or Budget()
+    try:
+        key = (json.dumps(schema, sort_keys=True), id(tokenizer), astuple(budget), max_depth)
+    except (TypeError, ValueError):  # not JSON-serialisable: compile without the cache
+        key = None
+    if key is not None and key in _COMPILED:
+        _COMPILED.move_to_end(key)
+        return _COMPILED[key]
+    compiler = _Compiler(schema, tokenizer, budget, max_depth)
     template = compiler.template(schema)
     eos = CanvasTemplate.from_positions(len(tokenizer), [tokenizer.eos_token_id])
-    return CompiledSchema(schema, template + eos)
+    compiled = CompiledSchema(copy.deepcopy(schema), template + eos)
+    if key is not None:
+        _COMPILED[key] = compiled
+        while len(_COMPILED) > 512:
+            _COMPILED.popitem(last=False)
+    return compiled
+
+
+# Compiled schemas by (canonical schema, tokenizer, budget): a server or a program that sends the same schema again
+# pays the compile once. Templates are never modified in place, so sharing them is safe.
+_COMPILED: "OrderedDict[tuple, CompiledSchema]" = OrderedDict()
