@@ -157,7 +157,8 @@ class DiffusionBackend(BaseBackend):
     def generate_stream(self, s, sampling_params):
         """Yields (text, meta_info) once per committed canvas; the last meta_info has the final step counts."""
         template, max_new = self._request(sampling_params)
-        engine, seed, eos = self._engine_for(sampling_params.temperature), self._next_seed(), self.lm.tokenizer.eos_token_id
+        engine, seed = self._engine_for(sampling_params.temperature), self._next_seed()
+        eos = self.lm.tokenizer.eos_token_id
         chunks: queue.Queue = queue.Queue()
         outcome: dict = {}
 

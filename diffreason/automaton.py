@@ -219,10 +219,8 @@ def _token_index(regex: str, tokenizer: _OutlinesTokenizer):
     `reduce()` (two subset constructions over the reversed automaton) costs minutes on the bounded repeats JSON
     values are made of, and an unminimised DFA accepts the same language (the slot work below is linear in its
     moves either way)."""
-    import interegular
-    from outlines_core.fsm.regex import create_fsm_index_tokenizer, make_byte_level_fsm, make_deterministic_fsm
-
     import interegular.fsm
+    from outlines_core.fsm.regex import create_fsm_index_tokenizer, make_byte_level_fsm, make_deterministic_fsm
 
     interegular.fsm.crawl = _indexed_crawl  # same result, linear time (see _indexed_crawl)
     char_fsm = interegular.parse_pattern(regex).to_fsm()

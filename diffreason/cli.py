@@ -394,7 +394,8 @@ def eval_json(
     sample_order = sorted(schemas.glob("*.json"), key=lambda f: hashlib.sha1(f.name.encode()).hexdigest())
     for f in sample_order:
         c = collection_of(f.name)
-        if (wanted and c not in wanted) or (limit and counts.get(c, 0) >= limit) or (heldout and not is_heldout(f.name)):
+        skip = (wanted and c not in wanted) or (heldout and not is_heldout(f.name))
+        if skip or (limit and counts.get(c, 0) >= limit):
             continue
         counts[c] = counts.get(c, 0) + 1
         files.append(f)

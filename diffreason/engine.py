@@ -133,7 +133,9 @@ class Engine:
         on_canvas: CanvasCallback | None = None,
     ) -> GenerationResult:
         request = GenerationRequest(prompt, template, seed, max_new_tokens)
-        return self.generate_batch([request], trace=trace, callback=callback, step_hook=step_hook, on_canvas=on_canvas)[0]
+        return self.generate_batch(
+            [request], trace=trace, callback=callback, step_hook=step_hook, on_canvas=on_canvas
+        )[0]
 
     def generate_batch(
         self,
@@ -153,7 +155,8 @@ class Engine:
         results: list[GenerationResult | None] = [None] * len(prepared)
         for start in range(0, len(order), self.max_batch_size):
             chunk = order[start : start + self.max_batch_size]
-            for i, res in zip(chunk, self._run([prepared[i] for i in chunk], chunk, trace, callback, step_hook, on_canvas)):
+            batch = [prepared[i] for i in chunk]
+            for i, res in zip(chunk, self._run(batch, chunk, trace, callback, step_hook, on_canvas)):
                 results[i] = res
         return results  # type: ignore[return-value]
 

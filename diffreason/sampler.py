@@ -15,8 +15,8 @@ The numerics follow transformers' `EntropyBoundSampler` / `StableAndConfidentSto
 `draws="reference"` so do the random draws (a multinomial sample at every position, randint noise), so an
 unconstrained canvas reproduces `model.generate` token for token. `draws="fast"` samples only the accepted positions
 (inverse CDF): the same distributions from fewer random numbers. `draws="sglang"` follows SGLang's Gemma4Renoise
-stream, so the server plugin reproduces upstream exactly on unconstrained requests. Each canvas draws from its own generator, so a
-request's result never depends on what else shares its batch.
+stream, so the server plugin reproduces upstream exactly on unconstrained requests. Each canvas draws from its own
+generator, so a request's result never depends on what else shares its batch.
 """
 
 from __future__ import annotations

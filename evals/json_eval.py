@@ -158,7 +158,8 @@ def write_report(report: dict, out_dir: str | Path, command: str) -> list[Path]:
         lines.append(f"| {name} | {n} | {compiled} ({100 * compiled / n:.1f} %) | {validity} |")
     med = report["compile_us_per_position_median"]
     if med:
-        lines += ["", f"Compile time (first time a schema is seen): median {med:.0f} µs per canvas position; per schema "
+        lines += ["", f"Compile time (first time a schema is seen): median {med:.0f} µs per canvas position; "
+                      "per schema "
                       f"median {report['compile_ms_per_schema_median']:.0f} ms, mean "
                       f"{report['compile_ms_per_schema_mean']:.0f} ms. The same schema again (cached): median "
                       f"{report['cached_compile_us_per_position_median']:.1f} µs per position."]

@@ -1,6 +1,9 @@
-"""Plot a training run's curve (loss, held-out solve rate) from RUN/log.jsonl.
+"""Plot training curves (loss, held-out solve rate) from RUN/log.jsonl; later runs continue the first.
 
-    python -m diffreason.evals.plot_training runs/sudoku-small evals/reports/sudoku_training.png
+    python -m diffreason.evals.plot_training evals/reports/sudoku_training.png runs/sudoku-small [runs/sudoku-ft ...]
+
+A run that starts from another run's final weights (`train sudoku --init-from`) is drawn after it: its steps are
+offset by the steps before it, and a dashed line marks where it starts.
 """
 
 from __future__ import annotations
@@ -10,31 +13,39 @@ import sys
 from pathlib import Path
 
 
-def main(run_dir: str, out: str) -> None:
+def main(out: str, *run_dirs: str) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    records = [json.loads(line) for line in (Path(run_dir) / "log.jsonl").read_text().splitlines() if line.strip()]
-    steps = [r["step"] for r in records]
+    if not run_dirs:
+        raise SystemExit("usage: plot_training OUT.png RUN [RUN ...]")
+    steps, losses, evals, starts, offset = [], [], [], [], 0
+    for run in run_dirs:
+        records = [json.loads(ln) for ln in (Path(run) / "log.jsonl").read_text().splitlines() if ln.strip()]
+        starts.append((offset, run))
+        steps += [offset + r["step"] for r in records]
+        losses += [r["loss"] for r in records]
+        evals += [(offset + r["step"], r["eval"]) for r in records if "eval" in r]
+        offset += records[-1]["step"] if records else 0
     window = 50
-    smooth = [
-        sum(r["loss"] for r in records[max(0, i - window + 1) : i + 1]) / len(records[max(0, i - window + 1) : i + 1])
-        for i in range(len(records))
-    ]
-    evals = [(r["step"], r["eval"]) for r in records if "eval" in r]
-    fig, ax = plt.subplots(figsize=(7, 4))
+    smooth = [sum(losses[max(0, i - window + 1) : i + 1]) / len(losses[max(0, i - window + 1) : i + 1])
+              for i in range(len(losses))]
+    fig, ax = plt.subplots(figsize=(7.5, 4))
     ax.plot(steps, smooth, color="tab:blue", label=f"SFT loss ({window}-step mean)")
-    ax.set_xlabel("optimiser step")
+    ax.set_xlabel("optimiser step (batch 64)")
     ax.set_ylabel("loss", color="tab:blue")
+    for start, run in starts[1:]:
+        ax.axvline(start, color="gray", ls="--", lw=1)
+        ax.text(start, ax.get_ylim()[1], f" {Path(run).name}", fontsize=7, va="top", color="gray")
     if evals:
         key = next(k for k in evals[0][1] if k.endswith("_solved"))
         ax2 = ax.twinx()
         ax2.plot([s for s, _ in evals], [100 * e[key] for _, e in evals], "o-", color="tab:red", label=key)
         ax2.set_ylabel(f"held-out {key.replace('_', ' ')} (%)", color="tab:red")
         ax2.set_ylim(0, 100)
-    ax.set_title(f"training: {run_dir} (blank-count curriculum grows until 60 % of the run)", fontsize=9)
+    ax.set_title("training: " + " → ".join(Path(r).name for r in run_dirs), fontsize=9)
     ax.grid(alpha=0.3)
     fig.tight_layout()
     fig.savefig(out, dpi=110)
@@ -42,4 +53,4 @@ def main(run_dir: str, out: str) -> None:
 
 
 if __name__ == "__main__":
-    main(*sys.argv[1:3])
+    main(*sys.argv[1:])

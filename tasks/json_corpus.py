@@ -4,7 +4,8 @@ Each schema file holds a schema and labelled instances; the valid ones are real-
 them writes plausible values, not only valid ones. The prompt is what a user would say — the schema's title and
 description, else its property names. The canvas is laid out the way compiled templates lay it out: the scaffold in
 compact JSON, each scalar value followed by pad tokens (a slot's unused tail, which decoding removes; up to the
-compiler's default slot budget), then EOS, then pads. Objects that do not fit one canvas are left out. A stable hash of the file name holds out 10 % of the schemas for evaluation.
+compiler's default slot budget), then EOS, then pads. Objects that do not fit one canvas are left out. A stable
+hash of the file name holds out 10 % of the schemas for evaluation.
 """
 
 from __future__ import annotations

@@ -193,8 +193,21 @@ class _Compiler:
         self.tokenizer = tokenizer
         self.budget = budget
         self.vocab = len(tokenizer)
+        self._validator = None
 
     # -- helpers ----------------------------------------------------------------------------------------------------
+
+    def valid(self, value: Any, node: dict) -> bool:
+        """Does `value` validate against `node` (a part of the root schema; its $refs resolve against the root)?"""
+        import jsonschema
+
+        if self._validator is None:
+            cls = jsonschema.validators.validator_for(self.root, default=jsonschema.Draft202012Validator)
+            self._validator = cls(self.root)
+        try:
+            return self._validator.evolve(schema=node).is_valid(value)
+        except Exception:  # an unresolvable reference or a malformed keyword: not a value we can vouch for
+            return False
 
     def fail(self, path: str, message: str):
         raise SchemaError(f"{message} at {path or '#'}")
@@ -243,13 +256,15 @@ class _Compiler:
     def value_regex(self, schema: Any, path: str, seen: tuple = ()) -> tuple[str, int]:
         """(regex, length budget in tokens) of any value of `schema`."""
         schema, path, seen = self.resolve(schema, path, seen)
-        if "const" in schema:
-            lit = json.dumps(schema["const"], separators=(",", ":"))
-            return re.escape(lit), len(lit) + 2
-        if "enum" in schema:
-            lits = [json.dumps(v, separators=(",", ":"), ensure_ascii=False) for v in schema["enum"]]
+        if "const" in schema or "enum" in schema:
+            # A finite set: keep the values that satisfy the whole schema (type, if/then, ... beside the enum).
+            key = "const" if "const" in schema else "enum"
+            values = [schema["const"]] if key == "const" else schema["enum"]
+            if not isinstance(values, list) or not values:
+                self.fail(f"{path}/enum", "'enum' must be a non-empty list")
+            lits = [json.dumps(v, separators=(",", ":"), ensure_ascii=False) for v in values if self.valid(v, schema)]
             if not lits:
-                self.fail(path, "empty 'enum'")
+                self.fail(f"{path}/{key}", f"no '{key}' value satisfies the rest of the schema")
             return "(" + "|".join(re.escape(v) for v in lits) + ")", max(len(v) for v in lits) + 2
         for key in ("anyOf", "oneOf"):
             if key in schema:

@@ -308,3 +308,28 @@ def test_pydantic_discriminated_union_compiles_to_one_of():
                     ('{"pet_type":"cat","good":true}', False)]:
         tokens = TOK.encode(pet, add_special_tokens=False)
         assert slot.automaton.accepts(tokens + [TOK.pad_token_id] * (slot.length - len(tokens))) is ok, pet
+
+
+@pytest.mark.parametrize("schema, allowed", [
+    # enum values that break a sibling keyword are not offered (jsonschemabench Github_trivial o30283)
+    ({"type": "object", "required": ["m"], "properties": {"m": {"type": "object", "enum": ["all", {"k": 1}]}}},
+     [{"m": {"k": 1}}]),
+    # if/then beside anyOf branches that are enums (Handwritten key7): [1] would break `then`
+    ({"type": "array", "anyOf": [{"enum": [[1], [3, 4]]}, {"enum": [[1, 2]]}], "if": {"minItems": 1},
+      "then": {"minItems": 2}}, [[3, 4], [1, 2]]),
+    # a $ref beside an enum: both apply
+    ({"$defs": {"pos": {"type": "integer", "minimum": 0}}, "type": "object", "required": ["a"],
+      "properties": {"a": {"enum": [-1, 2, "x"], "$ref": "#/$defs/pos"}}}, [{"a": 2}]),
+])
+def test_enum_values_must_satisfy_the_whole_schema(schema, allowed):
+    compiled = compile_schema(schema, TOK)
+    for seed in range(6):
+        value = fill_and_parse(compiled, seed)
+        jsonschema.validate(value, schema)
+        assert value in allowed
+
+
+def test_an_enum_no_value_of_which_validates_fails_clearly():
+    schema = {"type": "object", "required": ["m"], "properties": {"m": {"type": "integer", "enum": ["a", "b"]}}}
+    with pytest.raises(SchemaError, match="no 'enum' value satisfies the rest of the schema at /properties/m/enum"):
+        compile_schema(schema, TOK)

@@ -1,0 +1,52 @@
+"""The embedded JSON model: a real DiffusionGemma checkpoint (≤ 20 MB) that the CLI and generate() use by default."""
+
+import json
+import os
+import subprocess
+import sys
+from typing import Literal
+
+import jsonschema
+from pydantic import BaseModel
+
+from diffreason.cli import EMBEDDED_JSON
+
+
+def test_embedded_json_model_is_a_small_diffusiongemma_checkpoint():
+    from diffreason.model import load_model
+
+    files = {p.name for p in EMBEDDED_JSON.iterdir()}
+    assert {"config.json", "generation_config.json", "model.safetensors", "tokenizer.json"} <= files
+    assert sum(p.stat().st_size for p in EMBEDDED_JSON.iterdir()) <= 20 * 2**20
+    lm = load_model(EMBEDDED_JSON)
+    assert type(lm.model).__name__ == "DiffusionGemmaForBlockDiffusion"
+    text = '{"name": "Zoë", "tags": ["ünï", "✓"], "n": -1.5e3}'
+    assert lm.tokenizer.decode(lm.tokenizer.encode(text, add_special_tokens=False)) == text  # byte-level BPE
+
+
+class Order(BaseModel):
+    item: str
+    quantity: int
+    status: Literal["open", "shipped"]
+
+
+def test_generate_with_the_embedded_model_validates():
+    from diffreason import SamplerConfig, generate, load_model
+
+    lm = load_model(EMBEDDED_JSON)
+    order, result = generate(lm, Order, prompt="an order", seed=0, sampler=SamplerConfig(max_denoising_steps=8))
+    assert isinstance(order, Order) and order.status in ("open", "shipped")
+    assert result.steps and all(1 <= s <= 8 for s in result.steps)
+
+
+def test_cli_generate_without_model_uses_the_embedded_one(tmp_path):
+    schema = {"type": "object", "required": ["city", "population"], "properties": {
+        "city": {"type": "string", "maxLength": 20}, "population": {"type": "integer", "minimum": 0}}}
+    (tmp_path / "s.json").write_text(json.dumps(schema))
+    p = subprocess.run([sys.executable, "-m", "diffreason.cli", "generate", "--schema", str(tmp_path / "s.json"),
+                        "--steps", "6", "--json", "a city"], capture_output=True, text=True, timeout=300,
+                       env={**os.environ, "PYTHONWARNINGS": "ignore"})
+    assert p.returncode == 0, p.stderr
+    out = json.loads(p.stdout)
+    jsonschema.validate(out["object"], schema)
+    assert out["steps"] and all(1 <= s <= 6 for s in out["steps"])
