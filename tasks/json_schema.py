@@ -56,8 +56,24 @@ VALIDATION_KEYWORDS = {
     "dependentSchemas", "propertyNames", "if", "then", "else", "allOf", "anyOf", "oneOf", "not", "$ref",
     "unevaluatedItems", "unevaluatedProperties",
 }
+# Keywords that constrain only instances of some types; the rest (GENERIC) constrain every instance. A keyword that
+# does not apply to the type being generated is ignored, as validators ignore it.
+APPLIES = {
+    "object": {"properties", "required", "additionalProperties", "patternProperties", "minProperties",
+               "maxProperties", "dependencies", "dependentRequired", "dependentSchemas", "propertyNames",
+               "unevaluatedProperties"},
+    "array": {"items", "additionalItems", "prefixItems", "minItems", "maxItems", "uniqueItems", "contains",
+              "minContains", "maxContains", "unevaluatedItems"},
+    "string": {"minLength", "maxLength", "pattern", "format"},
+    "number": {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf"},
+}
+APPLIES["integer"] = APPLIES["number"]
+APPLIES["boolean"] = APPLIES["null"] = set()
+GENERIC = VALIDATION_KEYWORDS - set().union(*APPLIES.values())
+# What an unconstrained value ({} or true) becomes: any scalar — every one of them validates.
+ANY_VALUE = {"type": ["string", "number", "boolean", "null"]}
 SUPPORTED = {
-    "object": {"type", "properties", "required", "additionalProperties"},
+    "object": {"type", "properties", "required", "additionalProperties", "patternProperties"},
     "array": {"type", "items", "minItems", "maxItems", "uniqueItems"},
     "string": {"type", "enum", "const", "pattern", "minLength", "maxLength", "format"},
     "integer": {"type", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "enum", "const"},
@@ -213,8 +229,10 @@ class _Compiler:
         raise SchemaError(f"{message} at {path or '#'}")
 
     def resolve(self, schema: Any, path: str, seen: tuple = ()) -> tuple[dict, str, tuple]:
-        if schema is True or schema == {}:
-            self.fail(path, "an unconstrained value (true / {}) has no finite template")
+        if schema is False:
+            self.fail(path, "the schema false accepts no value")
+        if schema is True or (isinstance(schema, dict) and not (schema.keys() & VALIDATION_KEYWORDS)):
+            return dict(ANY_VALUE), path, seen
         if not isinstance(schema, dict):
             self.fail(path, f"a schema must be an object, got {type(schema).__name__}")
         while "$ref" in schema:
@@ -283,9 +301,10 @@ class _Compiler:
         kind = schema.get("type")
         if isinstance(kind, list):
             # Keywords apply only to instances of their type: each branch keeps its own.
-            for key in schema:
-                if key in VALIDATION_KEYWORDS and not any(key in SUPPORTED.get(t, ()) for t in kind):
-                    self.fail(f"{path}/{key}", f"unsupported keyword {key!r} for types {kind}")
+            for t in kind:
+                if t not in SUPPORTED:
+                    self.fail(f"{path}/type", f"unsupported type {t!r}")
+                self.check_keywords(schema, t, path)
             options = [
                 self.value_regex({k: v for k, v in schema.items() if k in SUPPORTED.get(t, ()) or k in ANNOTATIONS}
                                  | {"type": t}, path, seen)
@@ -294,6 +313,11 @@ class _Compiler:
             return "(" + "|".join(f"({r})" for r, _ in options) + ")", max(n for _, n in options)
         if kind is None:
             kind = self.infer_type(schema, path)
+            if kind is None:  # only keywords that apply to every type (or none at all)
+                self.check_keywords(schema, "null", path)
+                return self.value_regex(ANY_VALUE, path, seen)
+        if kind not in SUPPORTED:
+            self.fail(f"{path}/type", f"unsupported type {kind!r}")
         self.check_keywords(schema, kind, path)
         # Budgets count characters: a token holds at least one, so the value always fits.
         if kind == "null":
@@ -387,9 +411,9 @@ class _Compiler:
                 return out
         kind = schema.get("type")
         if kind is None:
-            kind = next((k for k, keys in (("object", {"properties"}), ("array", {"items"})) if schema.keys() & keys), None)
+            kind = self.infer_type(schema, "")
         if kind is None:
-            return None
+            return None if schema.keys() & GENERIC else {"string", "number", "boolean", "null"}
         return {"number" if t == "integer" else t for t in (kind if isinstance(kind, list) else [kind])}
 
     def accepted_types(self, schema: dict) -> set[str] | None:
@@ -454,18 +478,35 @@ class _Compiler:
         body = "|".join(re.escape("[" + ",".join(p) + "]") for p in selections)
         return f"({body})", 2 + sum(sorted((len(x) + 1 for x in lits), reverse=True)[:hi])
 
-    def infer_type(self, schema: dict, path: str) -> str:
-        for kind, keys in (("object", {"properties"}), ("array", {"items"}), ("string", {"pattern", "format"})):
-            if schema.keys() & keys:
+    def infer_type(self, schema: dict, path: str) -> str | None:
+        """A type whose keywords the schema uses (its values then meet them; other types' keywords are moot), or
+        None when only keywords for every type are present."""
+        for kind in ("object", "array", "string", "number"):
+            if schema.keys() & APPLIES[kind]:
                 return kind
-        self.fail(path, "a schema without 'type' (or const / enum / anyOf) has no finite template")
+        return None
 
     def check_keywords(self, schema: dict, kind: str, path: str) -> None:
         for key in schema:
-            if key in VALIDATION_KEYWORDS and key not in SUPPORTED[kind] and key not in ("anyOf", "oneOf", "$ref"):
+            if key not in VALIDATION_KEYWORDS or key in SUPPORTED[kind] or key in ("anyOf", "oneOf", "$ref"):
+                continue
+            if key in GENERIC or key in APPLIES[kind]:
                 self.fail(f"{path}/{key}", f"unsupported keyword {key!r} for type {kind!r}")
         if kind == "string" and "format" in schema and schema["format"] not in FORMATS:
             self.fail(f"{path}/format", f"unsupported keyword 'format' value {schema['format']!r}")
+        if kind == "object" and "patternProperties" in schema:
+            # We only ever write declared properties: patternProperties matter only if a declared name matches.
+            patterns = schema["patternProperties"]
+            if not isinstance(patterns, dict):
+                self.fail(f"{path}/patternProperties", "'patternProperties' must be an object")
+            for pattern in patterns:
+                try:
+                    hit = next((k for k in schema.get("properties", {}) if re.search(pattern, k)), None)
+                except re.error:
+                    self.fail(f"{path}/patternProperties", f"unsupported keyword 'patternProperties' ({pattern!r})")
+                if hit is not None:
+                    self.fail(f"{path}/patternProperties",
+                              f"unsupported keyword 'patternProperties' ({pattern!r} matches property {hit!r})")
 
     def number_regex(self, schema: dict, path: str) -> str:
         lo, hi = schema.get("minimum"), schema.get("maximum")

@@ -115,7 +115,11 @@ def test_generated_schemas_always_validate(schema, seed):
         ({"type": "object", "required": ["a"], "properties": {"a": {"type": "integer", "multipleOf": 3}}},
          "unsupported keyword 'multipleOf' for type 'integer' at /properties/a/multipleOf"),
         ({"type": "object", "required": ["a"], "properties": {}}, "required property 'a' has no schema"),
-        ({"type": "object", "required": ["a"], "properties": {"a": {}}}, "no finite template at /properties/a"),
+        ({"type": "object", "required": ["a"], "properties": {"a": False}}, "the schema false accepts no value at /properties/a"),
+        ({"type": "object", "required": ["a"], "properties": {"a": {"type": "string", "not": {"const": "x"}}}},
+         "unsupported keyword 'not' for type 'string' at /properties/a/not"),
+        ({"type": "object", "required": ["a"], "patternProperties": {"^a": {"type": "integer"}},
+          "properties": {"a": {"type": "string"}}}, "'patternProperties' ('^a' matches property 'a')"),
     ],
 )
 def test_unsupported_keywords_fail_with_keyword_and_path(schema, message):
@@ -212,6 +216,20 @@ def test_string_keywords_the_regex_cannot_combine_fail_clearly(string_schema, me
     with pytest.raises(SchemaError) as info:
         compile_schema(schema, TOK)
     assert message in str(info.value) and "/properties/s/" in str(info.value)
+
+
+@pytest.mark.parametrize("schema", [
+    {"type": "object", "required": ["a", "b"], "properties": {"a": {}, "b": True}},  # unconstrained values
+    {"type": "object", "required": ["n"], "properties": {"n": {"minimum": 3, "maximum": 9}}},  # no type: numeric
+    {"type": "object", "required": ["s"], "properties": {"s": {"maxLength": 4, "description": "no type"}}},
+    {"type": "array", "properties": {"x": {"type": "integer"}}, "items": {"type": "boolean"}},  # moot keyword
+    {"type": "object", "required": ["a"], "patternProperties": {"^x-": {"type": "integer"}},
+     "properties": {"a": {"type": "string"}}},
+])
+def test_keywords_validators_would_not_apply_and_unconstrained_values(schema):
+    compiled = compile_schema(schema, TOK)
+    for seed in range(6):
+        jsonschema.validate(fill_and_parse(compiled, seed), schema)
 
 
 def test_non_validation_keywords_are_ignored_like_validators_do():
