@@ -251,10 +251,79 @@ class _Compiler:
                     self.fail(path, f"unresolvable '$ref' {ref}")
                 node = node[part]
             extra = {k: v for k, v in schema.items() if k != "$ref" and k not in ANNOTATIONS}
-            if extra:
-                node = {**node, **extra}
+            if extra:  # keywords beside a $ref constrain too: both must hold
+                node = {"allOf": [node, extra]}
             schema, path = node, ref
+        if "allOf" in schema:
+            schema = self.merge_all_of(schema, path, seen)
+            if schema.keys() & {"$ref", "allOf"}:
+                return self.resolve(schema, path, seen)
         return schema, path, seen
+
+    # -- allOf: every part must hold, so the parts merge into one schema ---------------------------------------------
+
+    def merge_all_of(self, schema: dict, path: str, seen: tuple) -> dict:
+        parts = schema["allOf"]
+        if not isinstance(parts, list) or not parts:
+            self.fail(f"{path}/allOf", "'allOf' must be a non-empty list")
+        merged = {k: v for k, v in schema.items() if k != "allOf"}
+        for i, part in enumerate(parts):
+            if part is True or (isinstance(part, dict) and not (part.keys() & VALIDATION_KEYWORDS)):
+                continue  # true, {} or annotations only: constrains nothing
+            resolved, _, _ = self.resolve(part, f"{path}/allOf/{i}", seen)
+            merged = self.merge_two(merged, resolved, f"{path}/allOf/{i}")
+        return merged
+
+    def merge_two(self, a: dict, b: dict, path: str) -> dict:
+        """One schema accepting exactly what both accept, for the keywords this compiler knows; otherwise an error."""
+        out = dict(a)
+        lower = ("minimum", "exclusiveMinimum", "minLength", "minItems", "minProperties")
+        upper = ("maximum", "exclusiveMaximum", "maxLength", "maxItems", "maxProperties")
+        for key, value in b.items():
+            if key not in out or out[key] == value or key in ANNOTATIONS or key not in VALIDATION_KEYWORDS:
+                out.setdefault(key, value)
+                continue
+            mine = out[key]
+            if key == "type":
+                types_a = set(mine if isinstance(mine, list) else [mine])
+                types_b = set(value if isinstance(value, list) else [value])
+                widen = lambda ts: ts | ({"integer"} if "number" in ts else set())  # noqa: E731
+                both = widen(types_a) & widen(types_b)
+                if "number" in both:
+                    both.discard("integer")
+                if not both:
+                    self.fail(f"{path}/type", f"'allOf' parts of types {sorted(types_a)} and {sorted(types_b)} "
+                                              "accept no common value")
+                out[key] = sorted(both) if len(both) > 1 else both.pop()
+            elif key == "properties":
+                props = dict(mine)
+                for name, sub in value.items():
+                    props[name] = {"allOf": [props[name], sub]} if name in props else sub
+                out[key] = props
+            elif key == "required":
+                out[key] = list(dict.fromkeys([*mine, *value]))
+            elif key in lower:
+                out[key] = max(mine, value)
+            elif key in upper:
+                out[key] = min(mine, value)
+            elif key == "enum":
+                out[key] = [v for v in mine if any(v == w and _json_type(v) == _json_type(w) for w in value)]
+            elif key in ("items", "additionalProperties") and isinstance(mine, dict) and isinstance(value, dict):
+                out[key] = {"allOf": [mine, value]}
+            elif key == "additionalProperties" and False in (mine, value):
+                out[key] = False
+            elif key in ("items", "additionalProperties") and True in (mine, value):
+                out[key] = value if mine is True else mine
+            else:
+                self.fail(f"{path}/{key}", f"unsupported keyword {key!r} with different values in 'allOf' parts")
+        # additionalProperties false in one part forbids the other part's extra properties
+        for part in (a, b):
+            if part.get("additionalProperties") is False:
+                extra = set(out.get("properties", {})) - set(part.get("properties", {}))
+                if extra:
+                    self.fail(f"{path}/additionalProperties", f"'allOf' part with additionalProperties false "
+                                                              f"forbids property {sorted(extra)[0]!r}")
+        return out
 
     def text(self, s: str) -> CanvasTemplate:
         return CanvasTemplate.from_positions(self.vocab, self.tokenizer.encode(s, add_special_tokens=False))
@@ -378,10 +447,7 @@ class _Compiler:
                 out.append(sub)
                 continue
             sub, sub_path, _ = self.resolve(sub, f"{path}/{key}/{i}")
-            clash = [k for k in siblings if k in sub and sub[k] != siblings[k]]
-            if clash:
-                self.fail(f"{sub_path}/{clash[0]}", f"unsupported keyword {clash[0]!r} both beside and inside '{key}'")
-            out.append({**siblings, **sub})
+            out.append(self.merge_two(siblings, sub, sub_path))
         return out
 
     # -- oneOf: exactly one branch must match, so each branch's outputs must fail every other branch ----------------

@@ -281,7 +281,7 @@ def test_one_of_branches_are_choices_the_model_makes():
         ({"oneOf": [{"type": "integer"}, {"type": "number"}]}, "unsupported keyword 'oneOf' (branches 0 and 1 may both"),
         ({"type": "object", "required": ["v"], "properties": {"v": {"oneOf": [{"type": "string"}, {"enum": ["x", 1]}]}}},
          "may both match; give them distinct types, const/enum values or required keys) at /properties/v/oneOf"),
-        ({"type": "string", "oneOf": [{"type": "integer"}]}, "unsupported keyword 'type' both beside and inside 'oneOf'"),
+        ({"type": "string", "oneOf": [{"type": "integer"}]}, "types ['string'] and ['integer'] accept no common value"),
     ],
 )
 def test_one_of_that_may_match_twice_fails_clearly(schema, message):
@@ -350,4 +350,35 @@ def test_enum_values_must_satisfy_the_whole_schema(schema, allowed):
 def test_an_enum_no_value_of_which_validates_fails_clearly():
     schema = {"type": "object", "required": ["m"], "properties": {"m": {"type": "integer", "enum": ["a", "b"]}}}
     with pytest.raises(SchemaError, match="no 'enum' value satisfies the rest of the schema at /properties/m/enum"):
+        compile_schema(schema, TOK)
+
+
+@pytest.mark.parametrize("schema", [
+    # the usual base + extension pattern
+    {"$defs": {"base": {"type": "object", "required": ["id"], "properties": {"id": {"type": "integer", "minimum": 1}}}},
+     "allOf": [{"$ref": "#/$defs/base"}, {"type": "object", "required": ["name"],
+                                          "properties": {"name": {"type": "string", "maxLength": 5}}}]},
+    # bounds tighten, a property named in both parts must satisfy both
+    {"type": "object", "required": ["n"], "properties": {"n": {"allOf": [
+        {"type": "number", "minimum": 0, "maximum": 50}, {"type": "integer", "minimum": 10, "maximum": 90}]}}},
+    # a keyword beside a $ref constrains too
+    {"$defs": {"s": {"type": "string", "maxLength": 10}}, "type": "object", "required": ["s"],
+     "properties": {"s": {"$ref": "#/$defs/s", "minLength": 3}}},
+])
+def test_all_of_merges_into_one_schema(schema):
+    compiled = compile_schema(schema, TOK)
+    for seed in range(6):
+        jsonschema.validate(fill_and_parse(compiled, seed), schema)
+
+
+@pytest.mark.parametrize("schema, message", [
+    ({"allOf": [{"type": "string"}, {"type": "integer"}]}, "accept no common value"),
+    ({"allOf": [{"type": "string", "pattern": "^a"}, {"type": "string", "pattern": "b$"}]},
+     "unsupported keyword 'pattern' with different values in 'allOf' parts"),
+    ({"allOf": [{"type": "object", "additionalProperties": False, "properties": {"a": {"type": "null"}}},
+                {"type": "object", "required": ["b"], "properties": {"b": {"type": "null"}}}]},
+     "forbids property 'b'"),
+])
+def test_all_of_that_cannot_merge_fails_clearly(schema, message):
+    with pytest.raises(SchemaError, match=re.escape(message)):
         compile_schema(schema, TOK)
