@@ -164,8 +164,6 @@ def _unsafe_pattern(pattern: str) -> str | None:
 
     Conservative: only explicit alphanumeric ranges, escaped literals and \\d / \\w classes are accepted.
     """
-    if re.search(r"(?<!\\)\.", pattern.replace("\\\\", "")):
-        return "'.' may match a quote or a control character"
     if "[^" in pattern or "(?" in pattern:
         return "negated classes and lookarounds are not supported"
     if re.search(r"\\[sSWDbB\"\\]", pattern):
@@ -176,6 +174,36 @@ def _unsafe_pattern(pattern: str) -> str | None:
     if '"' in pattern or any(ord(c) < 32 for c in pattern):
         return "quotes and control characters are not supported"
     return None
+
+
+def _dots_as_string_chars(pattern: str) -> str:
+    """Each unescaped '.' outside a class becomes one JSON string character we generate (printable ASCII, quote and
+    backslash escaped); '.*' / '.+' become a run of at most four (longer runs followed by characters they also
+    match blow the automaton up). A sound subset of what '.' matches."""
+    out, i = [], 0
+    while i < len(pattern):
+        c = pattern[i]
+        if c == "\\":
+            out.append(pattern[i : i + 2])
+            i += 2
+        elif c == "[":
+            j = i + 1
+            while j < len(pattern) and pattern[j] != "]":
+                j += 2 if pattern[j] == "\\" else 1
+            out.append(pattern[i : j + 1])
+            i = j + 1
+        elif c == ".":
+            nxt = pattern[i + 1 : i + 2]
+            if nxt in ("*", "+"):
+                out.append(f"{STRING_CHAR}{{{0 if nxt == '*' else 1},4}}")
+                i += 2
+            else:
+                out.append(STRING_CHAR)
+                i += 1
+        else:
+            out.append(c)
+            i += 1
+    return "".join(out)
 
 
 def _json_type(value: Any) -> str:
@@ -357,7 +385,7 @@ class _Compiler:
             if key in schema:
                 branches = self.branches(schema, key, path)
                 if key == "oneOf":
-                    self.check_exclusive(branches, path, seen)
+                    branches = self.exclusive_branches(branches, path, seen)
                 options, limit = [], None
                 for i, sub in enumerate(branches):
                     try:
@@ -452,13 +480,27 @@ class _Compiler:
 
     # -- oneOf: exactly one branch must match, so each branch's outputs must fail every other branch ----------------
 
-    def check_exclusive(self, branches: list, path: str, seen: tuple) -> None:
+    def exclusive_branches(self, branches: list, path: str, seen: tuple) -> list:
+        """The oneOf branches to generate from, each provably failing every other branch, or an error.
+
+        An object branch that overlaps another may leave out its optional members that the other requires: its
+        objects then always miss a key the other needs (a subset of its outputs, so still valid for it).
+        """
         resolved = [self.resolve(b, f"{path}/oneOf/{i}", seen)[0] for i, b in enumerate(branches)]
+        out = []
         for i, a in enumerate(resolved):
-            for j, b in enumerate(resolved):
-                if i != j and not self.excludes(a, b, seen):
+            others = [(j, b) for j, b in enumerate(resolved) if j != i]
+            if not all(self.excludes(a, b, seen) for _, b in others) and isinstance(a.get("properties"), dict):
+                required = set(a.get("required", []))
+                drop = {k for _, b in others for k in b.get("required", []) if k not in required}
+                if drop & a["properties"].keys():
+                    a = {**a, "properties": {k: v for k, v in a["properties"].items() if k not in drop}}
+            for j, b in others:
+                if not self.excludes(a, b, seen):
                     self.fail(f"{path}/oneOf", f"unsupported keyword 'oneOf' (branches {i} and {j} may both match; "
                                                "give them distinct types, const/enum values or required keys)")
+            out.append(a)
+        return out
 
     def emitted_types(self, schema: dict, seen: tuple) -> set[str] | None:
         """JSON types the compiler can emit for `schema` (None: unknown). number and integer count as one type."""
@@ -614,10 +656,11 @@ class _Compiler:
             problem = _unsafe_pattern(pattern)
             if problem:
                 self.fail(f"{path}/pattern", f"unsupported keyword 'pattern' ({problem})")
-            pattern = pattern[1:] if pattern.startswith("^") else f".*{pattern}"
-            pattern = pattern[:-1] if pattern.endswith("$") and not pattern.endswith("\\$") else f"{pattern}.*"
-            if ".*" in pattern:
-                pattern = pattern.replace(".*", f"{STRING_CHAR}{{0,8}}")
+            # A pattern is searched, not matched: a string that is exactly one match satisfies it, so unanchored
+            # ends need no padding (which would also multiply the automaton's states).
+            pattern = pattern[1:] if pattern.startswith("^") else pattern
+            pattern = pattern[:-1] if pattern.endswith("$") and not pattern.endswith("\\$") else pattern
+            pattern = _dots_as_string_chars(pattern)
             return f'"({pattern})"', self.budget.string
         lo = int(schema.get("minLength", 0))
         hi = schema.get("maxLength")
