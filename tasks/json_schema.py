@@ -37,6 +37,10 @@ class SchemaError(DiffreasonError):
     """A schema this compiler cannot turn into a template (names the keyword and its JSON path)."""
 
 
+class _NoValue(SchemaError):
+    """A (sub)schema that accepts no value at all; an anyOf / oneOf branch like that is simply never chosen."""
+
+
 class _DepthLimit(SchemaError):
     """A recursive $ref reached the depth limit; optional places drop the member, required ones fail."""
 
@@ -258,7 +262,7 @@ class _Compiler:
 
     def resolve(self, schema: Any, path: str, seen: tuple = ()) -> tuple[dict, str, tuple]:
         if schema is False:
-            self.fail(path, "the schema false accepts no value")
+            raise _NoValue(f"the schema false accepts no value at {path or '#'}")
         if schema is True or (isinstance(schema, dict) and not (schema.keys() & VALIDATION_KEYWORDS)):
             return dict(ANY_VALUE), path, seen
         if not isinstance(schema, dict):
@@ -320,8 +324,8 @@ class _Compiler:
                 if "number" in both:
                     both.discard("integer")
                 if not both:
-                    self.fail(f"{path}/type", f"'allOf' parts of types {sorted(types_a)} and {sorted(types_b)} "
-                                              "accept no common value")
+                    raise _NoValue(f"types {sorted(types_a)} and {sorted(types_b)} accept no common value at "
+                                   f"{path}/type")
                 out[key] = sorted(both) if len(both) > 1 else both.pop()
             elif key == "properties":
                 props = dict(mine)
@@ -379,7 +383,7 @@ class _Compiler:
                 self.fail(f"{path}/enum", "'enum' must be a non-empty list")
             lits = [json.dumps(v, separators=(",", ":"), ensure_ascii=False) for v in values if self.valid(v, schema)]
             if not lits:
-                self.fail(f"{path}/{key}", f"no '{key}' value satisfies the rest of the schema")
+                raise _NoValue(f"no '{key}' value satisfies the rest of the schema at {path}/{key}")
             return "(" + "|".join(re.escape(v) for v in lits) + ")", max(len(v) for v in lits) + 2
         for key in ("anyOf", "oneOf"):
             if key in schema:
@@ -390,7 +394,7 @@ class _Compiler:
                 for i, sub in enumerate(branches):
                     try:
                         options.append(self.value_regex(sub, f"{path}/{key}/{i}", seen))
-                    except _DepthLimit as exc:
+                    except (_DepthLimit, _NoValue) as exc:  # a branch that cannot be taken
                         limit = exc
                 if not options:
                     raise limit
@@ -469,13 +473,18 @@ class _Compiler:
         if "anyOf" in schema and "oneOf" in schema:
             self.fail(f"{path}/oneOf", "unsupported keyword 'oneOf' together with 'anyOf'")
         siblings = {k: v for k, v in schema.items() if k != key and k not in ANNOTATIONS}
-        out = []
+        out, empty = [], None
         for i, sub in enumerate(schema[key]):
             if not siblings:
                 out.append(sub)
                 continue
-            sub, sub_path, _ = self.resolve(sub, f"{path}/{key}/{i}")
-            out.append(self.merge_two(siblings, sub, sub_path))
+            try:
+                sub, sub_path, _ = self.resolve(sub, f"{path}/{key}/{i}")
+                out.append(self.merge_two(siblings, sub, sub_path))
+            except _NoValue as exc:  # this branch accepts nothing beside the siblings: never chosen
+                empty = exc
+        if not out:
+            raise empty
         return out
 
     # -- oneOf: exactly one branch must match, so each branch's outputs must fail every other branch ----------------
@@ -486,7 +495,14 @@ class _Compiler:
         An object branch that overlaps another may leave out its optional members that the other requires: its
         objects then always miss a key the other needs (a subset of its outputs, so still valid for it).
         """
-        resolved = [self.resolve(b, f"{path}/oneOf/{i}", seen)[0] for i, b in enumerate(branches)]
+        resolved, empty = [], None
+        for i, b in enumerate(branches):
+            try:
+                resolved.append(self.resolve(b, f"{path}/oneOf/{i}", seen)[0])
+            except _NoValue as exc:  # accepts nothing, so it can never be the one that matches
+                empty = exc
+        if not resolved:
+            raise empty
         out = []
         for i, a in enumerate(resolved):
             others = [(j, b) for j, b in enumerate(resolved) if j != i]

@@ -392,3 +392,11 @@ def test_all_of_merges_into_one_schema(schema):
 def test_all_of_that_cannot_merge_fails_clearly(schema, message):
     with pytest.raises(SchemaError, match=re.escape(message)):
         compile_schema(schema, TOK)
+
+
+def test_branches_that_accept_nothing_are_never_chosen():
+    schema = {"type": "object", "required": ["v"], "properties": {"v": {"type": "string", "anyOf": [
+        {"type": "integer"}, {"enum": [1, "a"]}, {"maxLength": 2}]}}}
+    compiled = compile_schema(schema, TOK)
+    for seed in range(6):
+        jsonschema.validate(fill_and_parse(compiled, seed), schema)
