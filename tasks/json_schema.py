@@ -77,7 +77,8 @@ GENERIC = VALIDATION_KEYWORDS - set().union(*APPLIES.values())
 # What an unconstrained value ({} or true) becomes: any scalar — every one of them validates.
 ANY_VALUE = {"type": ["string", "number", "boolean", "null"]}
 SUPPORTED = {
-    "object": {"type", "properties", "required", "additionalProperties", "patternProperties"},
+    "object": {"type", "properties", "required", "additionalProperties", "patternProperties", "minProperties",
+               "maxProperties"},
     "array": {"type", "items", "minItems", "maxItems", "uniqueItems"},
     "string": {"type", "enum", "const", "pattern", "minLength", "maxLength", "format"},
     "integer": {"type", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "enum", "const"},
@@ -618,6 +619,14 @@ class _Compiler:
                 self.fail(f"{path}/{key}", f"unsupported keyword {key!r} for type {kind!r}")
         if kind == "string" and "format" in schema and schema["format"] not in FORMATS:
             self.fail(f"{path}/format", f"unsupported keyword 'format' value {schema['format']!r}")
+        if kind == "object" and ("minProperties" in schema or "maxProperties" in schema):
+            # Objects we write hold every required member (at least one member) and at most every declared one.
+            props = schema.get("properties", {})
+            fewest = max(1 if props else 0, len([k for k in schema.get("required", []) if k in props]))
+            if schema.get("minProperties", 0) > fewest:
+                self.fail(f"{path}/minProperties", "unsupported keyword 'minProperties' above the required count")
+            if schema.get("maxProperties", len(props)) < len(props):
+                self.fail(f"{path}/maxProperties", "unsupported keyword 'maxProperties' below the declared count")
         if kind == "object" and "patternProperties" in schema:
             # We only ever write declared properties: patternProperties matter only if a declared name matches.
             patterns = schema["patternProperties"]

@@ -400,3 +400,15 @@ def test_branches_that_accept_nothing_are_never_chosen():
     compiled = compile_schema(schema, TOK)
     for seed in range(6):
         jsonschema.validate(fill_and_parse(compiled, seed), schema)
+
+
+def test_min_and_max_properties_within_what_is_written():
+    schema = {"type": "object", "minProperties": 1, "maxProperties": 2, "required": ["a"],
+              "properties": {"a": {"type": "null"}, "b": {"type": "boolean"}}}
+    compiled = compile_schema(schema, TOK)
+    for seed in range(4):
+        jsonschema.validate(fill_and_parse(compiled, seed), schema)
+    with pytest.raises(SchemaError, match="'minProperties' above the required count at /minProperties"):
+        compile_schema({**schema, "minProperties": 2}, TOK)
+    with pytest.raises(SchemaError, match="'maxProperties' below the declared count at /maxProperties"):
+        compile_schema({**schema, "maxProperties": 1}, TOK)
