@@ -124,6 +124,26 @@ train_app = typer.Typer(no_args_is_help=True, help="Fine-tune a DiffusionGemma w
 app.add_typer(train_app, name="train")
 
 
+def _training_setup(device: str, threads: int, **config):
+    """The device to train on and the TrainConfig, with every bad option as one clear error."""
+    import torch
+
+    from diffreason.train import TrainConfig
+
+    if device == "auto":
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    if device not in ("cpu", "cuda") or (device == "cuda" and not torch.cuda.is_available()):
+        raise DiffreasonError(f"--device {device} is not available here; use cpu")
+    if threads < 0:
+        raise DiffreasonError("--threads must be >= 0")
+    if threads:
+        torch.set_num_threads(threads)
+    try:
+        return device, TrainConfig(**config)
+    except ValueError as exc:
+        raise DiffreasonError(" ".join(str(exc).split())) from None
+
+
 @train_app.command("sudoku")
 def train_sudoku(
     run_dir: Path = typer.Option(Path("runs/sudoku-small"), "--run-dir", help="checkpoints, logs and RUN/model"),
@@ -146,20 +166,10 @@ def train_sudoku(
     import torch
 
     from diffreason.tasks import sudoku
-    from diffreason.train import TrainConfig, resume_or_build, train
+    from diffreason.train import resume_or_build, train
 
-    if device == "auto":
-        device = "cuda" if torch.cuda.is_available() else "cpu"
-    if device not in ("cpu", "cuda") or (device == "cuda" and not torch.cuda.is_available()):
-        raise DiffreasonError(f"--device {device} is not available here; use cpu")
-    try:
-        cfg = TrainConfig(steps=steps, batch_size=batch_size, lr=lr, eval_every=eval_every, seed=seed)
-    except ValueError as exc:
-        raise DiffreasonError(" ".join(str(exc).split())) from None
-    if threads < 0:
-        raise DiffreasonError("--threads must be >= 0")
-    if threads:
-        torch.set_num_threads(threads)
+    device, cfg = _training_setup(device, threads, steps=steps, batch_size=batch_size, lr=lr, eval_every=eval_every,
+                                  seed=seed)
     if init_from is not None:
         from diffreason.model import load_model
 
@@ -196,22 +206,11 @@ def train_json(
 
     from diffreason.model import load_model
     from diffreason.tasks import json_corpus
-    from diffreason.train import TrainConfig, train
+    from diffreason.train import train
 
-    if device == "auto":
-        device = "cuda" if torch.cuda.is_available() else "cpu"
-    if device not in ("cpu", "cuda") or (device == "cuda" and not torch.cuda.is_available()):
-        raise DiffreasonError(f"--device {device} is not available here; use cpu")
-    if threads < 0:
-        raise DiffreasonError("--threads must be >= 0")
-    if threads:
-        torch.set_num_threads(threads)
     if not schemas.is_dir():
         raise DiffreasonError(f"--schemas {str(schemas)!r} is not a directory")
-    try:
-        cfg = TrainConfig(steps=steps, batch_size=batch_size, lr=lr, eval_every=0, seed=seed)
-    except ValueError as exc:
-        raise DiffreasonError(" ".join(str(exc).split())) from None
+    device, cfg = _training_setup(device, threads, steps=steps, batch_size=batch_size, lr=lr, eval_every=0, seed=seed)
     pairs = json_corpus.load_pairs(schemas)
     if (run_dir / "model" / "config.json").is_file():
         lm = load_model(run_dir / "model")
