@@ -670,11 +670,8 @@ class _Compiler:
         return "(" + "|".join(f"({o})" for o in options) + ")"
 
     def string_regex(self, schema: dict, path: str) -> tuple[str, int]:
-        lengths = [k for k in ("minLength", "maxLength") if k in schema]
-        if lengths and ("format" in schema or "pattern" in schema):
-            other = "format" if "format" in schema else "pattern"
-            self.fail(f"{path}/{lengths[0]}", f"unsupported keyword {lengths[0]!r} together with {other!r}")
         if "format" in schema:
+            self.check_lengths(schema, FORMATS[schema["format"]][1:-1], "format", path)
             return FORMATS[schema["format"]], FORMAT_CHARS[schema["format"]]
         if "pattern" in schema:
             pattern = schema["pattern"]
@@ -685,6 +682,7 @@ class _Compiler:
             # ends need no padding (which would also multiply the automaton's states).
             pattern = pattern[1:] if pattern.startswith("^") else pattern
             pattern = pattern[:-1] if pattern.endswith("$") and not pattern.endswith("\\$") else pattern
+            self.check_lengths(schema, pattern, "pattern", path)
             pattern = _dots_as_string_chars(pattern)
             return f'"({pattern})"', self.budget.string
         lo = int(schema.get("minLength", 0))
@@ -695,6 +693,19 @@ class _Compiler:
         # (a 32767-character bound would be 32767 automaton states).
         hi = min(int(hi), max(lo, self.budget.string - 2)) if hi is not None else max(lo, self.budget.string - 2)
         return f'"{STRING_CHAR}{{{lo},{hi}}}"', min(hi + 2, self.budget.max_slot)
+
+    def check_lengths(self, schema: dict, regex: str, other: str, path: str) -> None:
+        """minLength / maxLength beside a pattern or format hold only if every full match already has such a length."""
+        lengths = [k for k in ("minLength", "maxLength") if k in schema]
+        if not lengths:
+            return
+        try:
+            shortest, longest = getattr(re, "_parser", None).parse(regex).getwidth()
+        except Exception:
+            shortest, longest = 0, float("inf")
+        if shortest < schema.get("minLength", 0) or longest > schema.get("maxLength", float("inf")):
+            self.fail(f"{path}/{lengths[0]}", f"unsupported keyword {lengths[0]!r} together with {other!r} "
+                                              "(the lengths it allows are not all within the bounds)")
 
     def object_regex(self, schema: dict, path: str, seen: tuple) -> tuple[str, int]:
         props = schema.get("properties", {})
