@@ -65,20 +65,20 @@ def load_pairs(schemas_dir: str | Path, heldout: bool = False) -> list[tuple[str
 SLOT_CHARS = {"string": 24, "number": 16, "boolean": 5, "null": 4}
 
 
-def pieces(value: Any, rng: random.Random) -> list[str | tuple[str, int]]:
+def pieces(value: Any) -> list[str | tuple[str, int]]:
     """Compact JSON as text pieces; each scalar is (text, slot budget) — the caller pads it as a slot would be."""
     if isinstance(value, dict):
         out: list[str | tuple[str, int]] = ["{"]
         for i, (k, v) in enumerate(value.items()):
             out.append(("," if i else "") + json.dumps(k, ensure_ascii=False) + ":")
-            out += pieces(v, rng)
+            out += pieces(v)
         return out + ["}"]
     if isinstance(value, list):
         out = ["["]
         for i, v in enumerate(value):
             if i:
                 out.append(",")
-            out += pieces(v, rng)
+            out += pieces(v)
         return out + ["]"]
     kind = ("boolean" if isinstance(value, bool) else "number" if isinstance(value, (int, float))
             else "null" if value is None else "string")
@@ -88,7 +88,7 @@ def pieces(value: Any, rng: random.Random) -> list[str | tuple[str, int]]:
 def canvas_tokens(value: Any, tokenizer, rng: random.Random, length: int = CANVAS) -> list[int] | None:
     """The canvas of one object (values padded as slots leave them, EOS, pads), or None if it does not fit."""
     ids: list[int] = []
-    for p in pieces(value, rng):
+    for p in pieces(value):
         if isinstance(p, tuple):
             text, budget = p
             value_ids = tokenizer.encode(text, add_special_tokens=False)

@@ -521,10 +521,8 @@ class _Compiler:
 
     def emitted_types(self, schema: dict, seen: tuple) -> set[str] | None:
         """JSON types the compiler can emit for `schema` (None: unknown). number and integer count as one type."""
-        if "const" in schema:
-            return {_json_type(schema["const"])}
-        if "enum" in schema and isinstance(schema["enum"], list):
-            return {_json_type(v) for v in schema["enum"]}
+        if "const" in schema or "enum" in schema:
+            return self.accepted_types(schema)
         for key in ("anyOf", "oneOf"):
             if key in schema and isinstance(schema[key], list):
                 out: set[str] = set()
@@ -534,12 +532,12 @@ class _Compiler:
                         return None
                     out |= sub_types
                 return out
-        kind = schema.get("type")
-        if kind is None:
-            kind = self.infer_type(schema, "")
+        if "type" in schema:
+            return self.accepted_types(schema)
+        kind = self.infer_type(schema, "")
         if kind is None:
             return None if schema.keys() & GENERIC else {"string", "number", "boolean", "null"}
-        return {"number" if t == "integer" else t for t in (kind if isinstance(kind, list) else [kind])}
+        return {kind}
 
     def accepted_types(self, schema: dict) -> set[str] | None:
         """JSON types `schema` can accept (None: any), judged only by its own type / const / enum keywords."""
