@@ -31,6 +31,7 @@ from typing import Any
 
 from diffreason.canvas import CanvasTemplate
 from diffreason.errors import DiffreasonError
+from diffreason.tasks.json_pattern import STRING_CHAR, PatternError, pattern_to_json_regex
 
 
 class SchemaError(DiffreasonError):
@@ -96,8 +97,8 @@ FORMATS = {
     "uri": r'"https?://[a-z0-9]([a-z0-9-]{0,20}[a-z0-9])?(\.[a-z0-9-]{1,20}){0,3}(/[a-zA-Z0-9._~-]{1,16}){0,4}"',
 }
 FORMAT_CHARS = {"date": 12, "time": 22, "date-time": 32, "uuid": 38, "email": 52, "uri": 80}
-# Generated strings use printable ASCII (a sound subset of JSON strings: lengths count exactly, no partial UTF-8).
-STRING_CHAR = r'([ !#-\[\]-~]|\\["\\])'
+# Generated strings use printable ASCII (STRING_CHAR, a sound subset of JSON strings: lengths count exactly, no
+# partial UTF-8).
 
 
 @dataclass
@@ -162,53 +163,6 @@ def integer_regex(lo: int | None, hi: int | None) -> str:
     if hi_ >= 0:
         parts.append(_natural_range(max(0, lo_), hi_))
     return "|".join(f"({p})" for p in parts)
-
-
-def _unsafe_pattern(pattern: str) -> str | None:
-    """Why a pattern could produce characters a raw JSON string cannot hold (quote, backslash, controls), or None.
-
-    Conservative: only explicit alphanumeric ranges, escaped literals and \\d / \\w classes are accepted.
-    """
-    if "[^" in pattern or "(?" in pattern:
-        return "negated classes and lookarounds are not supported"
-    if re.search(r"\\[sSWDbB\"\\]", pattern):
-        return "classes that include quotes, backslashes or control characters are not supported"
-    for a, b in re.findall(r"(?<!\\)(.)-(.)", "".join(re.findall(r"\[([^\]]*)\]", pattern))):
-        if not (a.isalnum() and b.isalnum()):
-            return f"the range {a}-{b} is not supported"
-    if '"' in pattern or any(ord(c) < 32 for c in pattern):
-        return "quotes and control characters are not supported"
-    return None
-
-
-def _dots_as_string_chars(pattern: str) -> str:
-    """Each unescaped '.' outside a class becomes one JSON string character we generate (printable ASCII, quote and
-    backslash escaped); '.*' / '.+' become a run of at most four (longer runs followed by characters they also
-    match blow the automaton up). A sound subset of what '.' matches."""
-    out, i = [], 0
-    while i < len(pattern):
-        c = pattern[i]
-        if c == "\\":
-            out.append(pattern[i : i + 2])
-            i += 2
-        elif c == "[":
-            j = i + 1
-            while j < len(pattern) and pattern[j] != "]":
-                j += 2 if pattern[j] == "\\" else 1
-            out.append(pattern[i : j + 1])
-            i = j + 1
-        elif c == ".":
-            nxt = pattern[i + 1 : i + 2]
-            if nxt in ("*", "+"):
-                out.append(f"{STRING_CHAR}{{{0 if nxt == '*' else 1},4}}")
-                i += 2
-            else:
-                out.append(STRING_CHAR)
-                i += 1
-        else:
-            out.append(c)
-            i += 1
-    return "".join(out)
 
 
 def _json_type(value: Any) -> str:
@@ -672,17 +626,14 @@ class _Compiler:
             self.check_lengths(schema, FORMATS[schema["format"]][1:-1], "format", path)
             return FORMATS[schema["format"]], FORMAT_CHARS[schema["format"]]
         if "pattern" in schema:
-            pattern = schema["pattern"]
-            problem = _unsafe_pattern(pattern)
-            if problem:
-                self.fail(f"{path}/pattern", f"unsupported keyword 'pattern' ({problem})")
             # A pattern is searched, not matched: a string that is exactly one match satisfies it, so unanchored
             # ends need no padding (which would also multiply the automaton's states).
-            pattern = pattern[1:] if pattern.startswith("^") else pattern
-            pattern = pattern[:-1] if pattern.endswith("$") and not pattern.endswith("\\$") else pattern
-            self.check_lengths(schema, pattern, "pattern", path)
-            pattern = _dots_as_string_chars(pattern)
-            return f'"({pattern})"', self.budget.string
+            try:
+                body = pattern_to_json_regex(schema["pattern"])
+            except PatternError as exc:
+                self.fail(f"{path}/pattern", f"unsupported keyword 'pattern' ({exc})")
+            self.check_lengths(schema, schema["pattern"], "pattern", path)
+            return f'"({body})"', self.budget.string
         lo = int(schema.get("minLength", 0))
         hi = schema.get("maxLength")
         if hi is not None and int(hi) < lo:

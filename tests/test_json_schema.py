@@ -207,7 +207,12 @@ def test_eval_json_on_a_few_bench_schemas(tmp_path):
     [
         ({"type": "string", "pattern": "^[a-z]+$", "maxLength": 4}, "'maxLength' together with 'pattern'"),
         ({"type": "string", "format": "date", "maxLength": 8}, "'maxLength' together with 'format'"),
-        ({"type": "string", "pattern": "^[ -~]+$"}, "the range  -~ is not supported"),
+        ({"type": "string", "pattern": "^(?=a)a$"}, "'pattern' (lookarounds are not supported)"),
+        ({"type": "string", "pattern": "(?i)^abc$"}, "'pattern' (inline flags are not supported)"),
+        ({"type": "string", "pattern": "\\bfoo"}, "'pattern' (word boundaries are not supported)"),
+        ({"type": "string", "pattern": "a^b"}, "'^' where characters can precede it is not supported"),
+        ({"type": "string", "pattern": "\\p{L}"}, "not a regular expression Python accepts: bad escape \\p"),
+        ({"type": "string", "pattern": "^[^ -~]$"}, "a character class matches no printable ASCII character"),
     ],
 )
 def test_string_keywords_the_regex_cannot_combine_fail_clearly(string_schema, message):
@@ -231,8 +236,15 @@ def test_keywords_validators_would_not_apply_and_unconstrained_values(schema):
         jsonschema.validate(fill_and_parse(compiled, seed), schema)
 
 
-@pytest.mark.parametrize("pattern", ["^.+@.+\\..+$", "^a.c$", "x.*y", "^[.]{2}.$"])
-def test_patterns_with_dots_generate_json_string_characters(pattern):
+@pytest.mark.parametrize("pattern", [
+    "^.+@.+\\..+$", "^a.c$", "x.*y", "^[.]{2}.$",
+    # jsonschemabench o21287: '@-' ends one class and '0-9' starts the next (not a range '@-0')
+    "^/(([a-zA-Z0-9._~!$&'()*+,;=:@-]|%[0-9a-fA-F]{2})+(/([a-zA-Z0-9._~!$&'()*+,;=:@-]|%[0-9a-fA-F]{2})*)*)?$",
+    '^[^"]+$', "^[^@\\s]+@[^@\\s]+$", "^\\S+$", "^[ -~]+$", "^\\d{3}\\s\\d{2}$", "[+-a]", "^(?:[a-z]+)$",
+    "(([0-9x]+\\.[0-9x]+$|\\%VERSION\\%))",  # '$' closing one branch
+    "^a|b$", 'a"b\\\\c', "é+x",  # quote, backslash, non-ASCII literals: written as JSON escapes
+])
+def test_patterns_generate_full_matches_written_as_json_strings(pattern):
     schema = {"type": "object", "required": ["s"], "properties": {"s": {"type": "string", "pattern": pattern}}}
     compiled = compile_schema(schema, TOK)
     for seed in range(8):

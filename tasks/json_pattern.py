@@ -1,0 +1,167 @@
+"""A JSON Schema `pattern` → a regex over the *encoded* JSON string body that every generated string satisfies.
+
+JSON Schema patterns are searched (`re.search`), and a string that is exactly one full match satisfies the search, so
+we generate full matches of the pattern — but as JSON text: a quote must be written `\\"`, a backslash `\\\\`, a
+newline `\\n`, a non-ASCII character `\\u00e9`. This module walks Python's own parse of the pattern (`re._parser`, the
+parser `jsonschema` matches with) and writes a regex over those encodings that accepts a sound subset of the pattern's
+full matches:
+
+- literals are written in their JSON encoding, so any character of the pattern can be produced;
+- character classes (`[a-z]`, `[^"]`, `\\w`, `\\S`, `.`) are narrowed to printable ASCII — lengths then count exactly
+  and no partial UTF-8 sequence can ever be generated; quote and backslash become their escapes;
+- `^` / `$` are dropped where nothing can precede / follow them in a full match, and refused elsewhere;
+- runs of `.` stop at four characters (`.*` before characters it also matches blows the automaton up);
+- what has no such subset — back-references, lookarounds, word boundaries, flags, possessive repeats — is refused
+  with a one-line reason.
+"""
+
+from __future__ import annotations
+
+import re
+
+try:  # Python >= 3.11 names it re._parser; before, sre_parse
+    from re import _constants as C
+    from re import _parser as parser
+except ImportError:  # pragma: no cover
+    import sre_constants as C
+    import sre_parse as parser
+
+PRINTABLE = [chr(c) for c in range(0x20, 0x7F)]
+# One generated character of '.': printable ASCII with quote and backslash written as escapes.
+STRING_CHAR = r'([ !#-\[\]-~]|\\["\\])'
+MAX_DOT_RUN = 4
+_META = set(".^$*+?{}[]\\|()")
+_JSON_ESCAPES = {'"': '\\"', "\\": "\\\\", "\b": "\\b", "\f": "\\f", "\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+class PatternError(ValueError):
+    """A pattern this module cannot translate; the message says why in a few words."""
+
+
+def _regex_literal(text: str) -> str:
+    """`text` as a regex that matches exactly it (only regex metacharacters escaped, as interegular expects)."""
+    return "".join("\\" + c if c in _META else c for c in text)
+
+
+def encoded_literal(char: str) -> str:
+    """A regex matching the JSON encoding of one character."""
+    if char in _JSON_ESCAPES:
+        return _regex_literal(_JSON_ESCAPES[char])
+    code = ord(char)
+    if 0x20 <= code < 0x7F:
+        return _regex_literal(char)
+    if code <= 0xFFFF:
+        return _regex_literal(f"\\u{code:04x}")
+    hi, lo = 0xD800 + ((code - 0x10000) >> 10), 0xDC00 + ((code - 0x10000) & 0x3FF)
+    return _regex_literal(f"\\u{hi:04x}\\u{lo:04x}")
+
+
+def _in_category(char: str, category) -> bool:
+    digit, space, word = char.isdigit(), char in " \t\n\r\f\v", char.isalnum() or char == "_"
+    return {
+        C.CATEGORY_DIGIT: digit, C.CATEGORY_NOT_DIGIT: not digit,
+        C.CATEGORY_SPACE: space, C.CATEGORY_NOT_SPACE: not space,
+        C.CATEGORY_WORD: word, C.CATEGORY_NOT_WORD: not word,
+    }[category]
+
+
+def _class_members(items) -> list[str]:
+    """The printable ASCII characters a parsed character class (`IN` items) matches."""
+    negate = bool(items) and items[0][0] is C.NEGATE
+
+    def hit(ch: str) -> bool:
+        for op, av in items:
+            if op is C.LITERAL and ord(ch) == av:
+                return True
+            if op is C.RANGE and av[0] <= ord(ch) <= av[1]:
+                return True
+            if op is C.CATEGORY and _in_category(ch, av):
+                return True
+        return False
+
+    return [ch for ch in PRINTABLE if hit(ch) != negate]
+
+
+def _class_regex(chars: list[str]) -> str:
+    """A regex for one character out of `chars` (printable ASCII), in JSON encoding."""
+    plain = sorted(c for c in chars if c not in '"\\')
+    parts = []
+    i = 0
+    while i < len(plain):  # contiguous runs become ranges
+        j = i
+        while j + 1 < len(plain) and ord(plain[j + 1]) == ord(plain[j]) + 1:
+            j += 1
+        a, b = (("\\" + c if c in "\\]^-[" else c) for c in (plain[i], plain[j]))
+        parts.append(a if i == j else a + b if j == i + 1 else f"{a}-{b}")
+        i = j + 1
+    options = [f"[{''.join(parts)}]"] if parts else []
+    options += [encoded_literal(c) for c in chars if c in '"\\']
+    if not options:
+        raise PatternError("a character class matches no printable ASCII character")
+    return options[0] if len(options) == 1 else "(" + "|".join(options) + ")"
+
+
+def _translate(pattern, at_start: bool, at_end: bool) -> str:
+    items = list(pattern)
+    out = []
+    for i, (op, av) in enumerate(items):
+        zero_before = all(o is C.AT for o, _ in items[:i])
+        zero_after = all(o is C.AT for o, _ in items[i + 1 :])
+        if op is C.LITERAL:
+            out.append(encoded_literal(chr(av)))
+        elif op is C.NOT_LITERAL:
+            out.append(_class_regex([ch for ch in PRINTABLE if ord(ch) != av]))
+        elif op is C.ANY:
+            out.append(STRING_CHAR)
+        elif op is C.IN:
+            out.append(_class_regex(_class_members(av)))
+        elif op is C.CATEGORY:
+            out.append(_class_regex(_class_members([(C.CATEGORY, av)])))
+        elif op is C.BRANCH:
+            subs = [_translate(p, at_start and zero_before, at_end and zero_after) for p in av[1]]
+            out.append("(" + "|".join(subs) + ")")
+        elif op is C.SUBPATTERN:
+            group, add_flags, del_flags, sub = av
+            if add_flags & ~re.UNICODE or del_flags:
+                raise PatternError("inline flags are not supported")
+            out.append("(" + _translate(sub, at_start and zero_before, at_end and zero_after) + ")")
+        elif op in (C.MAX_REPEAT, C.MIN_REPEAT):  # laziness never changes whether a match exists
+            lo, hi, sub = av
+            body = _translate(sub, False, False)
+            only_dots = all(o is C.ANY for o, _ in sub)
+            if only_dots and (hi == C.MAXREPEAT or hi > MAX_DOT_RUN):
+                hi = max(lo, MAX_DOT_RUN)
+            bound = (
+                "*" if (lo, hi) == (0, C.MAXREPEAT) else "+" if (lo, hi) == (1, C.MAXREPEAT)
+                else "?" if (lo, hi) == (0, 1) else f"{{{lo},}}" if hi == C.MAXREPEAT else f"{{{lo},{hi}}}"
+            )
+            out.append(f"({body}){bound}")
+        elif op is C.AT:
+            if av in (C.AT_BEGINNING, C.AT_BEGINNING_STRING):
+                if not (at_start and zero_before):
+                    raise PatternError("'^' where characters can precede it is not supported")
+            elif av in (C.AT_END, C.AT_END_STRING):
+                if not (at_end and zero_after):
+                    raise PatternError("'$' where characters can follow it is not supported")
+            else:
+                raise PatternError("word boundaries are not supported")
+        elif op in (C.ASSERT, C.ASSERT_NOT):
+            raise PatternError("lookarounds are not supported")
+        elif op in (C.GROUPREF, C.GROUPREF_EXISTS):
+            raise PatternError("back-references are not supported")
+        else:
+            raise PatternError(f"the regex construct {str(op).lower()} is not supported")
+    return "".join(out)
+
+
+def pattern_to_json_regex(pattern: str) -> str:
+    """The regex over encoded JSON string bodies (quotes excluded) for a JSON Schema `pattern` (see the module doc)."""
+    if not isinstance(pattern, str):
+        raise PatternError(f"a pattern must be a string, got {type(pattern).__name__}")
+    try:
+        parsed = parser.parse(pattern)
+    except re.error as exc:
+        raise PatternError(f"not a regular expression Python accepts: {exc}") from None
+    if parsed.state.flags & ~(re.UNICODE | re.DEBUG):
+        raise PatternError("inline flags are not supported")
+    return _translate(parsed, True, True)
