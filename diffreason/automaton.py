@@ -86,12 +86,11 @@ class TokenAutomaton:
             backward[k, src[backward[k + 1, dst]]] = True
         if not bool((forward[0] & backward[0]).any()):
             raise TemplateError(f"no value of this type fits in exactly {length} tokens")
-        allowed = []
-        for k in range(length):
-            ok = torch.zeros(V, dtype=torch.bool)
-            ok[tok[forward[k, src] & backward[k + 1, dst]]] = True
-            allowed.append(ok)
-        return allowed, forward, backward
+        # position k allows the tokens of the moves from a state reachable in k tokens to one that can still finish
+        k, e = (forward[:-1, src] & backward[1:, dst]).nonzero(as_tuple=True)
+        allowed = torch.zeros((length, V), dtype=torch.bool)
+        allowed[k, tok[e]] = True
+        return list(allowed), forward, backward
 
     def best_path(self, log_probs: torch.Tensor, backward: torch.Tensor | None = None) -> list[int]:
         """The complete path of len(log_probs) tokens maximising the summed log-probabilities (Viterbi)."""

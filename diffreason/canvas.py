@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
+from functools import lru_cache
 
 import torch
 
@@ -83,13 +84,7 @@ class CanvasTemplate:
     @classmethod
     def from_regex(cls, regex: str, tokenizer, length: int) -> "CanvasTemplate":
         """A slot of exactly `length` tokens holding a string of `regex`, padded with the tokenizer's pad token."""
-        from diffreason.automaton import TokenAutomaton
-
-        automaton = TokenAutomaton.from_regex(regex, tokenizer).with_padding(tokenizer.pad_token_id)
-        allowed, _, backward = automaton.slot_sets(length)
-        masks, index = torch.unique(torch.stack(allowed), dim=0, return_inverse=True)
-        slot = Slot(0, length, automaton, backward)
-        return cls(len(tokenizer), torch.full((length,), FREE), index, masks, slots=[slot])
+        return _regex_slot(regex, tokenizer, length)
 
     @classmethod
     def from_positions(cls, vocab_size: int, positions: Iterable[int | Iterable[int] | None]) -> "CanvasTemplate":
@@ -242,18 +237,32 @@ class CanvasTemplate:
         return CanvasTemplate(self.vocab_size, torch.cat(fixed), torch.cat(mask_index), self.masks, slots)
 
     def __add__(self, other: "CanvasTemplate") -> "CanvasTemplate":
-        """Concatenate two templates (masks are merged, indices shifted)."""
-        if other.vocab_size != self.vocab_size:
-            raise TemplateError(f"cannot join templates over vocabularies {self.vocab_size} and {other.vocab_size}")
-        shift = self.masks.shape[0]
-        other_index = torch.where(other.mask_index >= 0, other.mask_index + shift, other.mask_index)
-        return CanvasTemplate(
-            self.vocab_size,
-            torch.cat([self.fixed, other.fixed]),
-            torch.cat([self.mask_index, other_index]),
-            torch.cat([self.masks, other.masks]),
-            self.slots + tuple(s.shifted(len(self)) for s in other.slots),
-        )
+        return CanvasTemplate.join([self, other])
+
+    @classmethod
+    def join(cls, parts: Sequence["CanvasTemplate"]) -> "CanvasTemplate":
+        """Concatenate templates in one pass (repeated `+` would copy the growing masks each time); equal masks
+        are stored once."""
+        if not parts:
+            raise TemplateError("a template needs at least one position")
+        vocab = parts[0].vocab_size
+        fixed, mask_index, masks, slots = [], [], [], []
+        offset = shift = 0
+        for part in parts:
+            if part.vocab_size != vocab:
+                raise TemplateError(f"cannot join templates over vocabularies {vocab} and {part.vocab_size}")
+            fixed.append(part.fixed)
+            mask_index.append(torch.where(part.mask_index >= 0, part.mask_index + shift, part.mask_index))
+            masks.append(part.masks)
+            slots.extend(s.shifted(offset) for s in part.slots)
+            offset += len(part)
+            shift += part.masks.shape[0]
+        index = torch.cat(mask_index)
+        stacked = torch.cat(masks)
+        if len(parts) > 2 and stacked.shape[0] > 1:
+            stacked, inverse = torch.unique(stacked, dim=0, return_inverse=True)
+            index = torch.where(index >= 0, inverse[index.clamp(min=0)], index)
+        return cls(vocab, torch.cat(fixed), index, stacked, slots)
 
 
 @dataclass
@@ -337,3 +346,16 @@ class CanvasConstraint:
         counts = self.counts[self.table_index]
         slot = torch.minimum((u * counts).long(), counts - 1)
         return self.table[self.table_index, slot]
+
+
+@lru_cache(maxsize=1024)
+def _regex_slot(regex: str, tokenizer, length: int) -> CanvasTemplate:
+    """The slot template of (regex, length): JSON schemas repeat the same value types (strings, numbers, arrays of
+    strings) across members and schemas, so each is built once. Templates are never modified in place."""
+    from diffreason.automaton import TokenAutomaton
+
+    automaton = TokenAutomaton.from_regex(regex, tokenizer).with_padding(tokenizer.pad_token_id)
+    allowed, _, backward = automaton.slot_sets(length)
+    masks, index = torch.unique(torch.stack(allowed), dim=0, return_inverse=True)
+    slot = Slot(0, length, automaton, backward)
+    return CanvasTemplate(len(tokenizer), torch.full((length,), FREE), index, masks, slots=[slot])

@@ -80,7 +80,7 @@ ANY_VALUE = {"type": ["string", "number", "boolean", "null"]}
 SUPPORTED = {
     "object": {"type", "properties", "required", "additionalProperties", "patternProperties", "minProperties",
                "maxProperties"},
-    "array": {"type", "items", "minItems", "maxItems", "uniqueItems"},
+    "array": {"type", "items", "prefixItems", "additionalItems", "minItems", "maxItems", "uniqueItems"},
     "string": {"type", "enum", "const", "pattern", "minLength", "maxLength", "format"},
     "integer": {"type", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "enum", "const"},
     "number": {"type", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "enum", "const"},
@@ -109,7 +109,7 @@ class Budget:
     number: int = 12
     array_items: int = 4
     max_slot: int = 96
-    max_regex: int = 2500  # larger regexes make outlines' automaton construction slow
+    max_regex: int = 800  # larger regexes make the automaton construction slow (superlinear in the regex)
 
 
 # ---- regexes for leaf values ----------------------------------------------------------------------------------------
@@ -197,6 +197,7 @@ class _Compiler:
         self.budget = budget
         self.vocab = len(tokenizer)
         self._validator = None
+        self.fixed: list[str] = []  # choices the template makes for the model (see `template`)
 
     # -- helpers ----------------------------------------------------------------------------------------------------
 
@@ -398,22 +399,26 @@ class _Compiler:
         if kind == "string":
             return self.string_regex(schema, path)
         if kind == "array":
+            item_schemas = self.array_items(schema, path, seen)
+            if not item_schemas:
+                return r"\[\]", 2
+            if self.tuple_items(schema, path) is not None:  # a tuple: exactly these items
+                parts = [self.value_regex(s, f"{path}/items/{i}", seen) for i, s in enumerate(item_schemas)]
+                return r"\[" + ",".join(f"({r})" for r, _ in parts) + r"\]", 2 + sum(n + 1 for _, n in parts)
             lo = int(schema.get("minItems", 0))
-            hi = int(schema.get("maxItems", max(lo, self.budget.array_items)))
-            if lo > hi:
-                self.fail(path, f"minItems {lo} > maxItems {hi}")
-            hi = min(hi, max(lo, self.budget.array_items))  # a sound subset: the canvas has room for few items
+            hi = min(int(schema.get("maxItems", max(lo, self.budget.array_items))), max(lo, self.budget.array_items))
             try:
-                item_regex, item_len = self.value_regex(schema.get("items", {"type": "string"}), f"{path}/items", seen)
+                item_regex, item_len = self.value_regex(item_schemas[0], f"{path}/items", seen)
             except _DepthLimit:
                 if lo > 0:
                     raise
-                hi = 0
-            if hi == 0:
                 return r"\[\]", 2
             if schema.get("uniqueItems") and hi > 1:
                 return self.unique_array_regex(schema, path, lo, hi, seen)
-            more = f"(,({item_regex})){{{max(0, lo - 1)},{hi - 1}}}"
+            # Without maxItems the count is free (the slot length bounds it): a star keeps the automaton small, where
+            # a bounded repeat would copy the item's states once per possible item.
+            repeat = f"{{{max(0, lo - 1)},}}" if "maxItems" not in schema else f"{{{max(0, lo - 1)},{hi - 1}}}"
+            more = f"(,({item_regex})){repeat}"
             body = f"({item_regex}){more}"
             regex = rf"\[({body})\]" if lo >= 1 else rf"\[({body})?\]"
             return regex, 2 + hi * (item_len + 1)
@@ -529,6 +534,38 @@ class _Compiler:
                 if sub_b and self.excludes(sub_a, sub_b, seen):
                     return True
         return False
+
+    def tuple_items(self, schema: dict, path: str) -> tuple[list, Any] | None:
+        """(the positional item schemas, the schema of any further item) of a tuple array, or None if not a tuple."""
+        if isinstance(schema.get("prefixItems"), list):  # 2020-12
+            return schema["prefixItems"], schema.get("items", True)
+        if isinstance(schema.get("items"), list):  # drafts 4 to 2019-09
+            import jsonschema
+
+            cls = jsonschema.validators.validator_for(self.root, default=jsonschema.Draft202012Validator)
+            if cls is jsonschema.Draft202012Validator:
+                self.fail(f"{path}/items", "'items' as a list is a tuple only before draft 2020-12 "
+                                           "(use 'prefixItems', or declare an older '$schema')")
+            return schema["items"], schema.get("additionalItems", True)
+        return None
+
+    def array_items(self, schema: dict, path: str, seen: tuple) -> list:
+        """The item schemas of the arrays we write: every item of a tuple, or one schema for a homogeneous array
+        (the regex repeats it; the scaffold writes it max(minItems, 1) times). Empty: only [] is written."""
+        lo = int(schema.get("minItems", 0))
+        hi = int(schema.get("maxItems", max(lo, self.budget.array_items)))
+        if lo > hi:
+            self.fail(path, f"minItems {lo} > maxItems {hi}")
+        tuple_items = self.tuple_items(schema, path)
+        if tuple_items is None:
+            return [] if hi == 0 else [schema.get("items", {"type": "string"})]
+        prefix, rest = tuple_items
+        n = min(max(len(prefix), lo), hi)  # as many items as the tuple declares, within the bounds
+        if n > len(prefix) and rest is False:
+            self.fail(path, f"minItems {lo} needs more items than the tuple's {len(prefix)}")
+        if schema.get("uniqueItems") and n > 1:
+            self.fail(f"{path}/uniqueItems", "unsupported keyword 'uniqueItems' on a tuple")
+        return [prefix[i] if i < len(prefix) else rest for i in range(n)]
 
     def unique_array_regex(self, schema: dict, path: str, lo: int, hi: int, seen: tuple) -> tuple[str, int]:
         """uniqueItems over a finite item set: every ordered selection without repetition, spelled out."""
@@ -680,13 +717,52 @@ class _Compiler:
 
     # -- scaffold ---------------------------------------------------------------------------------------------------
 
-    def template(self, schema: Any, path: str = "", seen: tuple = ()) -> CanvasTemplate:
-        """Fixed scaffold for objects with required members; a slot for every value."""
+    def template(self, schema: Any, path: str = "", seen: tuple = ()) -> list[CanvasTemplate]:
+        """The template of a value, as parts to join: a fixed scaffold for objects with members, a slot for every
+        other value.
+
+        A value whose regex is too complex for one slot (an optional object member, an array of objects, anyOf
+        over objects) gets a scaffold instead, with its structure fixed — a sound subset, listed in `self.fixed`.
+        """
         schema, path, seen = self.resolve(schema, path, seen)
         is_object = schema.get("type") == "object" or ("type" not in schema and "properties" in schema)
-        if not is_object or not schema.get("properties") or any(k in schema for k in ("anyOf", "oneOf", "enum", "const")):
-            regex, length = self.value_regex(schema, path, seen)
-            return self.slot(regex, length, path)
+        if is_object and schema.get("properties") and not any(k in schema for k in ("anyOf", "oneOf", "enum", "const")):
+            return self.object_template(schema, path, seen)
+        regex, length = self.value_regex(schema, path, seen)
+        if len(regex) <= self.budget.max_regex or "enum" in schema or "const" in schema:
+            return [self.slot(regex, length, path)]
+        for key in ("anyOf", "oneOf"):
+            if key in schema:
+                branches = self.branches(schema, key, path)
+                if key == "oneOf":
+                    branches = self.exclusive_branches(branches, path, seen)
+                problem = None
+                for i, sub in enumerate(branches):
+                    try:
+                        parts = self.template(sub, f"{path}/{key}/{i}", seen)
+                    except SchemaError as exc:  # includes branches that accept nothing
+                        problem = exc
+                        continue
+                    self.fixed.append(f"{path or '#'}: always branch {i} of '{key}'")
+                    return parts
+                raise problem
+        kind = schema.get("type") if isinstance(schema.get("type"), str) else self.infer_type(schema, path)
+        if kind == "array":
+            self.check_keywords(schema, "array", path)
+            items = self.array_items(schema, path, seen)
+            if self.tuple_items(schema, path) is None:
+                lo = int(schema.get("minItems", 0))
+                if schema.get("uniqueItems") and lo > 1:
+                    self.fail(f"{path}/uniqueItems", "unsupported keyword 'uniqueItems' on items too complex for a slot")
+                items = items * max(1, lo)
+                self.fixed.append(f"{path or '#'}: always {len(items)} item(s)")
+            parts = [self.text("[")]
+            for i, item in enumerate(items):
+                parts += ([self.text(",")] if i else []) + self.template(item, f"{path}/items", seen)
+            return parts + [self.text("]")]
+        return [self.slot(regex, length, path)]  # fails: too complex, and no structure to fix
+
+    def object_template(self, schema: dict, path: str, seen: tuple) -> list[CanvasTemplate]:
         self.check_keywords(schema, "object", path)
         props = schema["properties"]
         required = [k for k in schema.get("required", []) if k in props]
@@ -702,26 +778,34 @@ class _Compiler:
                 required = [key]
                 break
             else:
-                return self.text("{}")
-        optional = [k for k in props if k not in required]
-        out = self.text("{")
+                return [self.text("{}")]
+        parts = [self.text("{")]
         for i, key in enumerate(required):
-            out = out + self.text(("," if i else "") + json.dumps(key, ensure_ascii=False) + ":")
-            out = out + self.template(props[key], f"{path}/properties/{key}", seen)
-        for key in optional:
+            parts.append(self.text(("," if i else "") + json.dumps(key, ensure_ascii=False) + ":"))
+            parts += self.template(props[key], f"{path}/properties/{key}", seen)
+        for key in [k for k in props if k not in required]:
             try:
                 r, n = self.value_regex(props[key], f"{path}/properties/{key}", seen)
             except _DepthLimit:
                 continue
             member = f"(,{_json_literal(key)}:({r}))?"
-            out = out + self.slot(member, n + len(key) + 4, f"{path}/properties/{key}")
-        return out + self.text("}")
+            if len(member) <= self.budget.max_regex:
+                parts.append(self.slot(member, n + len(key) + 4, f"{path}/properties/{key}"))
+                continue
+            # Too complex to be a choice inside one slot: written always, with its own scaffold.
+            self.fixed.append(f"{path}/properties/{key}: optional member always written")
+            parts.append(self.text("," + json.dumps(key, ensure_ascii=False) + ":"))
+            parts += self.template(props[key], f"{path}/properties/{key}", seen)
+        return parts + [self.text("}")]
 
 
 @dataclass
 class CompiledSchema:
     schema: dict
     template: CanvasTemplate
+    # Where the template fixes a choice the schema leaves open (a member always written, an array length, one
+    # anyOf branch) because the open choice was too complex for one slot. Outputs still always validate.
+    fixed: tuple[str, ...] = ()
 
     def random_filling(self, generator) -> list[int]:
         """A filling of the template as the engine commits one, from random logits (for property tests)."""
@@ -780,9 +864,9 @@ def compile_schema(
         _COMPILED.move_to_end(key)
         return _COMPILED[key]
     compiler = _Compiler(schema, tokenizer, budget, max_depth)
-    template = compiler.template(schema)
     eos = CanvasTemplate.from_positions(len(tokenizer), [tokenizer.eos_token_id])
-    compiled = CompiledSchema(copy.deepcopy(schema), template + eos)
+    template = CanvasTemplate.join(compiler.template(schema) + [eos])
+    compiled = CompiledSchema(copy.deepcopy(schema), template, tuple(dict.fromkeys(compiler.fixed)))
     if key is not None:
         _COMPILED[key] = compiled
         while len(_COMPILED) > 512:

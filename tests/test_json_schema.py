@@ -435,3 +435,58 @@ def test_min_and_max_properties_within_what_is_written():
         compile_schema({**schema, "minProperties": 2}, TOK)
     with pytest.raises(SchemaError, match="'maxProperties' below the declared count at /maxProperties"):
         compile_schema({**schema, "maxProperties": 1}, TOK)
+
+
+# -- values too complex for one slot get a scaffold with their structure fixed ------------------------------------
+
+PERSON = {"type": "object", "required": ["name"], "properties": {
+    "name": {"type": "string", "maxLength": 8}, "age": {"type": "integer", "minimum": 0, "maximum": 120},
+    "tags": {"type": "array", "items": {"type": "string", "maxLength": 4}}}}
+
+
+@pytest.mark.parametrize("schema, fixed", [
+    ({"type": "object", "required": ["people"], "properties": {"people": {"type": "array", "items": PERSON}}},
+     "/properties/people: always 1 item(s)"),
+    ({"type": "object", "required": ["people"], "properties": {
+        "people": {"type": "array", "items": PERSON, "minItems": 2, "maxItems": 5}}},
+     "/properties/people: always 2 item(s)"),
+    ({"type": "object", "required": ["id"], "properties": {"id": {"type": "integer"}, "owner": PERSON}},
+     "/properties/owner: optional member always written"),
+    ({"type": "object", "required": ["who"], "properties": {"who": {"anyOf": [
+        PERSON, {"type": "object", "required": ["team"], "properties": {"team": {"type": "string"}}}]}}},
+     "/properties/who: always branch 0 of 'anyOf'"),
+])
+def test_values_too_complex_for_a_slot_get_a_scaffold_and_still_validate(schema, fixed):
+    from diffreason.tasks.json_schema import Budget
+
+    with pytest.raises(SchemaError, match="too complex for one slot"):
+        compile_schema({"type": "object", "required": ["x"], "properties": {"x": {
+            "type": "string", "pattern": "^(" + "|".join(f"w{i}" for i in range(80)) + ")$"}}},
+            TOK, Budget(max_regex=200))  # a single string: no structure to fix
+    compiled = compile_schema(schema, TOK, Budget(max_regex=200))
+    assert fixed in compiled.fixed
+    for seed in range(6):
+        jsonschema.validate(fill_and_parse(compiled, seed), schema)
+    assert compile_schema(schema, TOK).fixed == ()  # within the default budget every choice stays open
+
+
+@pytest.mark.parametrize("schema, length", [
+    ({"type": "array", "prefixItems": [{"type": "integer"}, {"enum": ["a", "b"]}], "items": False}, 2),
+    ({"$schema": "http://json-schema.org/draft-07/schema#", "type": "array",
+      "items": [{"type": "boolean"}, {"type": "null"}, {"type": "string"}], "additionalItems": False}, 3),
+    ({"type": "array", "prefixItems": [{"type": "integer"}], "minItems": 3, "items": {"type": "boolean"}}, 3),
+    ({"type": "array", "prefixItems": [{"type": "integer"}, {"type": "integer"}], "maxItems": 1}, 1),
+])
+def test_tuple_arrays_write_their_positional_items(schema, length):
+    compiled = compile_schema(schema, TOK)
+    for seed in range(4):
+        value = fill_and_parse(compiled, seed)
+        jsonschema.validate(value, schema)
+        assert len(value) == length
+
+
+def test_items_as_a_list_needs_an_older_draft():
+    with pytest.raises(SchemaError, match="'items' as a list is a tuple only before draft 2020-12"):
+        compile_schema({"type": "array", "items": [{"type": "integer"}]}, TOK)
+    with pytest.raises(SchemaError, match="minItems 3 needs more items than the tuple's 1"):
+        compile_schema({"type": "array", "prefixItems": [{"type": "integer"}], "items": False, "minItems": 3}, TOK)
