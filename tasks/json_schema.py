@@ -96,7 +96,12 @@ FORMATS = {
     "email": r'"[a-z0-9]([a-z0-9._+-]{0,20}[a-z0-9])?@[a-z0-9]([a-z0-9-]{0,20}[a-z0-9])?(\.[a-z]{2,6}){1,2}"',
     "uri": r'"https?://[a-z0-9]([a-z0-9-]{0,20}[a-z0-9])?(\.[a-z0-9-]{1,20}){0,3}(/[a-zA-Z0-9._~-]{1,16}){0,4}"',
 }
-FORMAT_CHARS = {"date": 12, "time": 22, "date-time": 32, "uuid": 38, "email": 52, "uri": 80}
+FORMATS["hostname"] = r'"[a-z0-9]([a-z0-9-]{0,20}[a-z0-9])?(\.[a-z0-9]([a-z0-9-]{0,20}[a-z0-9])?){0,3}"'
+FORMATS["ipv4"] = r'"((25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])\.){3}(25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])"'
+for _name in ("uri-reference", "iri", "iri-reference"):  # an absolute http(s) URI is each of these
+    FORMATS[_name] = FORMATS["uri"]
+FORMAT_CHARS = {"date": 12, "time": 22, "date-time": 32, "uuid": 38, "email": 52, "uri": 80, "hostname": 92, "ipv4": 17,
+                "uri-reference": 80, "iri": 80, "iri-reference": 80}
 # Generated strings use printable ASCII (STRING_CHAR, a sound subset of JSON strings: lengths count exactly, no
 # partial UTF-8).
 
@@ -693,12 +698,27 @@ class _Compiler:
             self.fail(f"{path}/{lengths[0]}", f"unsupported keyword {lengths[0]!r} together with {other!r} "
                                               "(the lengths it allows are not all within the bounds)")
 
+    def members(self, schema: dict, path: str) -> tuple[dict, list]:
+        """(member schemas, required names): the declared properties, plus required names that are not declared,
+        with the schema validators apply to them (a matching patternProperties entry, else additionalProperties)."""
+        props = dict(schema.get("properties", {}))
+        required = schema.get("required", [])
+        if not isinstance(required, list):
+            self.fail(f"{path}/required", "'required' must be a list")
+        for key in [k for k in required if k not in props]:
+            patterns = [p for p in schema.get("patternProperties", {}) if re.search(p, key)]
+            extra = schema.get("additionalProperties", True)
+            if patterns:
+                props[key] = {"allOf": [schema["patternProperties"][p] for p in patterns]}
+            elif extra is False:
+                self.fail(f"{path}/required", f"required property {key!r} is not declared and additionalProperties "
+                                              "is false: no object validates")
+            else:
+                props[key] = extra
+        return props, [k for k in props if k in required]
+
     def object_regex(self, schema: dict, path: str, seen: tuple) -> tuple[str, int]:
-        props = schema.get("properties", {})
-        required = [k for k in schema.get("required", []) if k in props]
-        missing = [k for k in schema.get("required", []) if k not in props]
-        if missing:
-            self.fail(f"{path}/required", f"required property {missing[0]!r} has no schema in 'properties'")
+        props, required = self.members(schema, path)
         members = []  # (always present, member regex, budget)
         for key in [k for k in props if k in required] + [k for k in props if k not in required]:
             try:
@@ -764,11 +784,7 @@ class _Compiler:
 
     def object_template(self, schema: dict, path: str, seen: tuple) -> list[CanvasTemplate]:
         self.check_keywords(schema, "object", path)
-        props = schema["properties"]
-        required = [k for k in schema.get("required", []) if k in props]
-        missing = [k for k in schema.get("required", []) if k not in props]
-        if missing:
-            self.fail(f"{path}/required", f"required property {missing[0]!r} has no schema in 'properties'")
+        props, required = self.members(schema, path)
         if not required:  # as in object_regex: the first member that compiles is emitted anyway
             for key in props:
                 try:

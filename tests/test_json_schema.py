@@ -107,14 +107,15 @@ def test_generated_schemas_always_validate(schema, seed):
     [
         ({"type": "array", "items": {"type": "integer"}, "uniqueItems": True},
          "unsupported keyword 'uniqueItems' unless items come from a finite set at /uniqueItems"),
-        ({"type": "object", "required": ["a"], "properties": {"a": {"type": "string", "format": "hostname"}}},
-         "unsupported keyword 'format' value 'hostname' at /properties/a/format"),
+        ({"type": "object", "required": ["a"], "properties": {"a": {"type": "string", "format": "bigipv4"}}},
+         "unsupported keyword 'format' value 'bigipv4' at /properties/a/format"),
         ({"type": "object", "required": ["n"], "properties": {"n": {"$ref": "#/$defs/n"}},
           "$defs": {"n": {"type": "object", "required": ["next"], "properties": {"next": {"$ref": "#/$defs/n"}}}}},
          "recursive reference #/$defs/n is required at every depth"),
         ({"type": "object", "required": ["a"], "properties": {"a": {"type": "integer", "multipleOf": 3}}},
          "unsupported keyword 'multipleOf' for type 'integer' at /properties/a/multipleOf"),
-        ({"type": "object", "required": ["a"], "properties": {}}, "required property 'a' has no schema"),
+        ({"type": "object", "required": ["a"], "properties": {}, "additionalProperties": False},
+         "required property 'a' is not declared and additionalProperties is false"),
         ({"type": "object", "required": ["a"], "properties": {"a": False}}, "the schema false accepts no value at /properties/a"),
         ({"type": "object", "required": ["a"], "properties": {"a": {"type": "string", "not": {"const": "x"}}}},
          "unsupported keyword 'not' for type 'string' at /properties/a/not"),
@@ -224,6 +225,10 @@ def test_string_keywords_the_regex_cannot_combine_fail_clearly(string_schema, me
 
 @pytest.mark.parametrize("schema", [
     {"type": "object", "required": ["a", "b"], "properties": {"a": {}, "b": True}},  # unconstrained values
+    # required names without a declared schema: additionalProperties or a matching patternProperties applies
+    {"type": "object", "required": ["a", "x-b", "c"], "properties": {"c": {"type": "null"}},
+     "patternProperties": {"^x-": {"type": "integer"}}, "additionalProperties": {"type": "boolean"}},
+    {"type": "object", "required": ["id"]},
     {"type": "object", "required": ["n"], "properties": {"n": {"minimum": 3, "maximum": 9}}},  # no type: numeric
     {"type": "object", "required": ["s"], "properties": {"s": {"maxLength": 4, "description": "no type"}}},
     {"type": "array", "properties": {"x": {"type": "integer"}}, "items": {"type": "boolean"}},  # moot keyword
@@ -490,3 +495,14 @@ def test_items_as_a_list_needs_an_older_draft():
         compile_schema({"type": "array", "items": [{"type": "integer"}]}, TOK)
     with pytest.raises(SchemaError, match="minItems 3 needs more items than the tuple's 1"):
         compile_schema({"type": "array", "prefixItems": [{"type": "integer"}], "items": False, "minItems": 3}, TOK)
+
+
+@pytest.mark.parametrize("fmt", ["date", "time", "date-time", "uuid", "email", "uri", "uri-reference", "iri",
+                                 "iri-reference", "hostname", "ipv4"])
+def test_formats_generate_values_a_format_checker_accepts(fmt):
+    schema = {"type": "object", "required": ["v"], "properties": {"v": {"type": "string", "format": fmt}}}
+    compiled = compile_schema(schema, TOK)
+    checker = jsonschema.Draft202012Validator.FORMAT_CHECKER
+    for seed in range(6):
+        value = fill_and_parse(compiled, seed)
+        jsonschema.Draft202012Validator(schema, format_checker=checker).validate(value)
