@@ -221,7 +221,7 @@ class _Compiler:
     def fail(self, path: str, message: str):
         raise SchemaError(f"{message} at {path or '#'}")
 
-    def resolve(self, schema: Any, path: str, seen: tuple = ()) -> tuple[dict, str, tuple]:
+    def resolve(self, schema: Any, path: str, seen: tuple = (), fold_not: bool = True) -> tuple[dict, str, tuple]:
         if schema is False:
             raise _NoValue(f"the schema false accepts no value at {path or '#'}")
         if schema is True or (isinstance(schema, dict) and not (schema.keys() & VALIDATION_KEYWORDS)):
@@ -250,8 +250,72 @@ class _Compiler:
         if "allOf" in schema:
             schema = self.merge_all_of(schema, path, seen)
             if schema.keys() & {"$ref", "allOf"}:
-                return self.resolve(schema, path, seen)
+                return self.resolve(schema, path, seen, fold_not)
+        if "not" in schema and fold_not:  # (an allOf part keeps its `not` until the parts are merged)
+            schema = self.without_not(schema, path, seen)
         return schema, path, seen
+
+    # -- not: folded into the schema as a restriction of what we write, where one exists ----------------------------
+
+    def without_not(self, schema: dict, path: str, seen: tuple) -> dict:
+        """The schema without its `not`, restricted so that every value we write fails the negated schema.
+
+        Supported negations: a schema that accepts everything (no value), `false`, `required` (and anyOf of
+        `required`: members left out), `type` (types removed), and enum/const beside a finite set of values (the
+        values are filtered against the whole schema anyway).
+        """
+        neg, rest = schema["not"], {k: v for k, v in schema.items() if k != "not"}
+        if neg is False:
+            return rest
+        if neg is True or (isinstance(neg, dict) and not (neg.keys() & VALIDATION_KEYWORDS)):
+            raise _NoValue(f"'not' of a schema that accepts every value at {path}/not")
+        neg, _, _ = self.resolve(neg, f"{path}/not", seen)
+        keys = neg.keys() & VALIDATION_KEYWORDS
+
+        def required_sets(node) -> list | None:
+            node_keys = node.keys() & VALIDATION_KEYWORDS if isinstance(node, dict) else None
+            if node_keys == {"required"} and isinstance(node["required"], list):
+                return [node["required"]]
+            if node_keys == {"anyOf"} and isinstance(node["anyOf"], list):
+                sets = [required_sets(self.resolve(b, path, seen)[0]) for b in node["anyOf"]]
+                return None if None in sets else [r for group in sets for r in group]
+            return None
+
+        if (sets := required_sets(neg)) is not None:
+            # Only objects can lack a member (other types pass `required`, so fail its negation). Each set needs
+            # one member missing: leave out a member nothing requires.
+            types = rest.get("type", "object")
+            if "object" not in (types if isinstance(types, list) else [types]):
+                raise _NoValue(f"'not' 'required' leaves no value of type {types!r} at {path}/not")
+            rest["type"] = "object"
+            required = set(rest.get("required", []))
+            props = dict(rest.get("properties", {}))
+            for names in sets:
+                if not names:
+                    raise _NoValue(f"'not' of 'required: []' accepts no value at {path}/not")
+                if any(n not in props and n not in required for n in names):
+                    continue  # already never written: we write declared and required members only
+                drop = next((n for n in names if n not in required), None)
+                if drop is None:
+                    raise _NoValue(f"'not' forbids required members {names} at {path}/not")
+                props.pop(drop)
+            rest["properties"] = props
+            return rest
+        if keys == {"type"}:
+            banned = set(neg["type"] if isinstance(neg["type"], list) else [neg["type"]])
+            if "number" in banned:
+                banned.add("integer")
+            if "integer" in banned and "number" not in banned:
+                self.fail(f"{path}/not", "unsupported keyword 'not' of type 'integer' (non-integral numbers only)")
+            types = rest.get("type", ["object", "array", "string", "number", "boolean", "null"])
+            kept = [t for t in (types if isinstance(types, list) else [types]) if t not in banned]
+            if not kept:
+                raise _NoValue(f"'not' removes every type at {path}/not")
+            rest["type"] = kept if len(kept) > 1 else kept[0]
+            return rest
+        if keys <= {"enum", "const", "type"} and ("enum" in rest or "const" in rest):
+            return schema  # the finite values are checked against the whole schema, `not` included
+        self.fail(f"{path}/not", f"unsupported keyword 'not' (of {', '.join(sorted(keys)) or 'this schema'})")
 
     # -- allOf: every part must hold, so the parts merge into one schema ---------------------------------------------
 
@@ -263,7 +327,7 @@ class _Compiler:
         for i, part in enumerate(parts):
             if part is True or (isinstance(part, dict) and not (part.keys() & VALIDATION_KEYWORDS)):
                 continue  # true, {} or annotations only: constrains nothing
-            resolved, _, _ = self.resolve(part, f"{path}/allOf/{i}", seen)
+            resolved, _, _ = self.resolve(part, f"{path}/allOf/{i}", seen, fold_not=False)
             merged = self.merge_two(merged, resolved, f"{path}/allOf/{i}")
         return merged
 
@@ -301,6 +365,8 @@ class _Compiler:
                 out[key] = min(mine, value)
             elif key == "enum":
                 out[key] = [v for v in mine if any(v == w and _json_type(v) == _json_type(w) for w in value)]
+            elif key == "not":  # not A and not B: not (A or B)
+                out[key] = {"anyOf": [mine, value]}
             elif key in ("items", "additionalProperties") and isinstance(mine, dict) and isinstance(value, dict):
                 out[key] = {"allOf": [mine, value]}
             elif key == "additionalProperties" and False in (mine, value):
@@ -414,7 +480,7 @@ class _Compiler:
             hi = min(int(schema.get("maxItems", max(lo, self.budget.array_items))), max(lo, self.budget.array_items))
             try:
                 item_regex, item_len = self.value_regex(item_schemas[0], f"{path}/items", seen)
-            except _DepthLimit:
+            except (_DepthLimit, _NoValue):  # a member that cannot be written (depth limit, no value)
                 if lo > 0:
                     raise
                 return r"\[\]", 2
@@ -723,7 +789,7 @@ class _Compiler:
         for key in [k for k in props if k in required] + [k for k in props if k not in required]:
             try:
                 r, n = self.value_regex(props[key], f"{path}/properties/{key}", seen)
-            except _DepthLimit:
+            except (_DepthLimit, _NoValue):  # a member that cannot be written (depth limit, no value)
                 if key in required:
                     raise
                 continue
@@ -789,7 +855,7 @@ class _Compiler:
             for key in props:
                 try:
                     self.value_regex(props[key], f"{path}/properties/{key}", seen)
-                except _DepthLimit:
+                except (_DepthLimit, _NoValue):  # a member that cannot be written (depth limit, no value)
                     continue
                 required = [key]
                 break
@@ -802,7 +868,7 @@ class _Compiler:
         for key in [k for k in props if k not in required]:
             try:
                 r, n = self.value_regex(props[key], f"{path}/properties/{key}", seen)
-            except _DepthLimit:
+            except (_DepthLimit, _NoValue):  # a member that cannot be written (depth limit, no value)
                 continue
             member = f"(,{_json_literal(key)}:({r}))?"
             if len(member) <= self.budget.max_regex:

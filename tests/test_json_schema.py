@@ -118,7 +118,7 @@ def test_generated_schemas_always_validate(schema, seed):
          "required property 'a' is not declared and additionalProperties is false"),
         ({"type": "object", "required": ["a"], "properties": {"a": False}}, "the schema false accepts no value at /properties/a"),
         ({"type": "object", "required": ["a"], "properties": {"a": {"type": "string", "not": {"const": "x"}}}},
-         "unsupported keyword 'not' for type 'string' at /properties/a/not"),
+         "unsupported keyword 'not' (of const) at /properties/a/not"),
         ({"type": "object", "required": ["a"], "patternProperties": {"^a": {"type": "integer"}},
           "properties": {"a": {"type": "string"}}}, "'patternProperties' ('^a' matches property 'a')"),
     ],
@@ -506,3 +506,34 @@ def test_formats_generate_values_a_format_checker_accepts(fmt):
     for seed in range(6):
         value = fill_and_parse(compiled, seed)
         jsonschema.Draft202012Validator(schema, format_checker=checker).validate(value)
+
+
+@pytest.mark.parametrize("schema", [
+    # a member forbidden with `not {}` is never written; an optional member a `not required` names is left out
+    {"type": "object", "required": ["a"], "properties": {"a": {"type": "integer"}, "gone": {"not": {}}}},
+    {"type": "object", "required": ["a"], "properties": {"a": {"type": "integer"}, "b": {"type": "string"}},
+     "not": {"required": ["a", "b"]}},
+    {"type": "object", "required": ["a"], "properties": {"a": {"type": "null"}, "b": {"type": "null"},
+     "c": {"type": "null"}}, "not": {"anyOf": [{"required": ["b"]}, {"required": ["c"]}]}},
+    {"type": "object", "required": ["v"], "properties": {"v": {"type": ["string", "null"], "not": {"type": "null"}}}},
+    {"type": "object", "required": ["v"], "properties": {"v": {"enum": ["x", "y", 3], "not": {"const": "x"}}}},
+    {"allOf": [{"$ref": "#/$defs/base"}, {"not": {"required": ["b"]}}, {"not": {"required": ["c"]}}],
+     "$defs": {"base": {"type": "object", "required": ["a"], "properties": {
+         "a": {"type": "boolean"}, "b": {"type": "boolean"}, "c": {"type": "boolean"}}}}},
+])
+def test_not_restricts_what_is_written(schema):
+    compiled = compile_schema(schema, TOK)
+    for seed in range(6):
+        jsonschema.validate(fill_and_parse(compiled, seed), schema)
+
+
+@pytest.mark.parametrize("schema, message", [
+    ({"type": "object", "required": ["a"], "properties": {"a": {"type": "integer"}}, "not": {"required": ["a"]}},
+     "'not' forbids required members ['a']"),
+    ({"type": "object", "required": ["a"], "properties": {"a": {"not": {}}}}, "'not' of a schema that accepts every value"),
+    ({"type": "object", "required": ["a"], "properties": {"a": {"type": "string", "not": {"pattern": "^x"}}}},
+     "unsupported keyword 'not' (of pattern) at /properties/a/not"),
+])
+def test_not_that_leaves_nothing_or_is_unsupported_fails_clearly(schema, message):
+    with pytest.raises(SchemaError, match=re.escape(message)):
+        compile_schema(schema, TOK)
