@@ -137,15 +137,28 @@ def run_eval(files, tokenizer, model=None, fillings: int = 2, seed: int = 0, pro
     }
 
 
+def _commit() -> str:
+    """The checkout's commit (with '+' when it has changes), so a report says which code produced it."""
+    import subprocess
+
+    try:
+        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, timeout=10)
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], capture_output=True,
+                               text=True, timeout=10)
+        return head.stdout.strip() + ("+" if dirty.stdout.strip() else "") if head.returncode == 0 else "unknown"
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+
+
 def write_report(report: dict, out_dir: str | Path, command: str) -> list[Path]:
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    report = {**report, "command": command}
+    report = {**report, "command": command, "commit": _commit()}
     (out_dir / "json.json").write_text(json.dumps(report, indent=2))
     lines = [
         "# JSON-schema eval (jsonschemabench)",
         "",
-        f"Command: `{command}`  ",
+        f"Command: `{command}` (commit {report['commit']})  ",
         f"Outputs checked: {report['outputs']}. Validator disagreements with the labelled instances: "
         f"{report['validator_disagreements']}.",
         "",
