@@ -63,6 +63,7 @@ def run_eval(files, tokenizer, model=None, fillings: int = 2, seed: int = 0, pro
     from diffreason.structured import generate
     from diffreason.tasks.json_corpus import prompt_of
 
+    commit = _commit()  # taken now: the code may change while a long run goes on
     per = collections.defaultdict(lambda: collections.Counter())
     compile_us_per_pos, warm_us_per_pos, compile_ms, seconds_per_object, steps = [], [], [], [], []
     reasons = collections.Counter()
@@ -123,6 +124,7 @@ def run_eval(files, tokenizer, model=None, fillings: int = 2, seed: int = 0, pro
     for c in per.values():
         total.update(c)
     return {
+        "commit": commit,
         "collections": {k: dict(v) for k, v in sorted(per.items())},
         "total": dict(total),
         "validator_disagreements": validator_disagreements,
@@ -153,7 +155,7 @@ def _commit() -> str:
 def write_report(report: dict, out_dir: str | Path, command: str) -> list[Path]:
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    report = {**report, "command": command, "commit": _commit()}
+    report = {"commit": _commit(), **report, "command": command}
     (out_dir / "json.json").write_text(json.dumps(report, indent=2))
     lines = [
         "# JSON-schema eval (jsonschemabench)",
