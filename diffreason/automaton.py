@@ -47,10 +47,11 @@ class TokenAutomaton:
         states = sorted(set(transitions) | {s for m in transitions.values() for s in m.values()} | {initial} | set(finals))
         index = {s: i for i, s in enumerate(states)}
         table = torch.full((len(states), vocab_size), -1, dtype=torch.long)
-        for s, moves in transitions.items():
-            if moves:
-                tokens = torch.tensor(list(moves.keys()))
-                table[index[s], tokens] = torch.tensor([index[n] for n in moves.values()])
+        rows = [index[s] for s, moves in transitions.items() for _ in moves]
+        tokens = [t for moves in transitions.values() for t in moves]
+        targets = [index[n] for moves in transitions.values() for n in moves.values()]
+        if rows:
+            table[torch.tensor(rows), torch.tensor(tokens)] = torch.tensor(targets)
         accepting = torch.zeros(len(states), dtype=torch.bool)
         accepting[[index[s] for s in finals if s in index]] = True
         return cls(table, index[initial], accepting)
@@ -69,13 +70,24 @@ class TokenAutomaton:
         src, tok = (self.next_state >= 0).nonzero(as_tuple=True)
         return src, tok, self.next_state[src, tok]
 
+    @cached_property
+    def state_pairs(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """The moves grouped by (source, target) state pair: (sources [P], targets [P], tokens [P, V] bool).
+        Reachability only depends on the pairs, of which there are far fewer than token moves."""
+        src, tok, dst = self.edges
+        S, V = self.next_state.shape
+        pairs, inverse = torch.unique(src * S + dst, return_inverse=True)
+        tokens = torch.zeros((pairs.numel(), V), dtype=torch.bool)
+        tokens[inverse, tok] = True
+        return pairs // S, pairs % S, tokens
+
     def slot_sets(self, length: int) -> tuple[list[torch.Tensor], torch.Tensor, torch.Tensor]:
         """(allowed [V] bool per position, forward [L+1, S], backward [L+1, S]) for a slot of exactly `length` tokens.
 
         forward[k, s]: s reachable in k tokens; backward[k, s]: acceptance reachable from s in length - k tokens.
         """
         S, V = self.next_state.shape
-        src, tok, dst = self.edges
+        src, dst, pair_tokens = self.state_pairs
         forward = torch.zeros((length + 1, S), dtype=torch.bool)
         forward[0, self.initial] = True
         for k in range(length):
@@ -87,9 +99,8 @@ class TokenAutomaton:
         if not bool((forward[0] & backward[0]).any()):
             raise TemplateError(f"no value of this type fits in exactly {length} tokens")
         # position k allows the tokens of the moves from a state reachable in k tokens to one that can still finish
-        k, e = (forward[:-1, src] & backward[1:, dst]).nonzero(as_tuple=True)
-        allowed = torch.zeros((length, V), dtype=torch.bool)
-        allowed[k, tok[e]] = True
+        live = forward[:-1, src] & backward[1:, dst]  # [L, P]
+        allowed = (live.float() @ pair_tokens.float()) > 0
         return list(allowed), forward, backward
 
     def best_path(self, log_probs: torch.Tensor, backward: torch.Tensor | None = None) -> list[int]:
