@@ -200,6 +200,9 @@ def train_json(
     seed: int = typer.Option(0, "--seed"),
     threads: int = typer.Option(0, "--threads", help="CPU threads for torch (0: torch's default)"),
     device: str = typer.Option("auto", "--device", help="auto, cpu or cuda"),
+    init_from: Path | None = typer.Option(
+        None, "--init-from", help="start from this JSON model's weights and tokenizer (e.g. the embedded one)"
+    ),
 ) -> None:
     """Train the JSON model on (prompt, object) pairs from the schemas' valid instances (resumable)."""
     import torch
@@ -214,6 +217,8 @@ def train_json(
     pairs = json_corpus.load_pairs(schemas)
     if (run_dir / "model" / "config.json").is_file():
         lm = load_model(run_dir / "model")
+    elif init_from is not None:
+        lm = load_model(init_from)
     else:
         lm = json_corpus.build_json_model(json_corpus.make_tokenizer(pairs), seed)
     lm.model.to(device)

@@ -50,3 +50,28 @@ def test_cli_generate_without_model_uses_the_embedded_one(tmp_path):
     out = json.loads(p.stdout)
     jsonschema.validate(out["object"], schema)
     assert out["steps"] and all(1 <= s <= 6 for s in out["steps"])
+
+
+def test_train_json_continues_from_the_embedded_model_and_resumes(tmp_path):
+    from diffreason.model import load_model
+    from diffreason.tasks.json_corpus import is_heldout
+
+    schemas = tmp_path / "schemas"
+    schemas.mkdir()
+    for i in range(6):
+        schema = {"title": f"item {i}", "type": "object", "properties": {"n": {"type": "integer"}}}
+        tests = [{"data": {"n": i * 10 + k}, "valid": True} for k in range(3)] + [{"data": {"n": "x"}, "valid": False}]
+        (schemas / f"S_{i}.json").write_text(json.dumps({"schema": schema, "tests": tests}))
+    assert not all(is_heldout(f"S_{i}.json") for i in range(6))
+    run = tmp_path / "run"
+    command = [sys.executable, "-m", "diffreason.cli", "train", "json", "--schemas", str(schemas), "--run-dir",
+               str(run), "--batch-size", "2", "--threads", "1", "--init-from", str(EMBEDDED_JSON)]
+    env = {**os.environ, "PYTHONWARNINGS": "ignore"}
+    p = subprocess.run(command + ["--steps", "2"], capture_output=True, text=True, timeout=300, env=env)
+    assert p.returncode == 0, p.stderr
+    trained = load_model(run / "model")
+    assert trained.tokenizer.get_vocab() == load_model(EMBEDDED_JSON).tokenizer.get_vocab()
+    p = subprocess.run(command + ["--steps", "3"], capture_output=True, text=True, timeout=300, env=env)
+    assert p.returncode == 0, p.stderr
+    assert "resuming from step 2" in p.stderr
+    assert [json.loads(line)["step"] for line in (run / "log.jsonl").read_text().splitlines()] == [1, 2, 3]
