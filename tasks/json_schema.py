@@ -544,10 +544,33 @@ class _Compiler:
                     a = {**a, "properties": {k: v for k, v in a["properties"].items() if k not in drop}}
             for j, b in others:
                 if not self.excludes(a, b, seen):
+                    a = self.force_member_against(a, b, seen)
+                if not self.excludes(a, b, seen):
                     self.fail(f"{path}/oneOf", f"unsupported keyword 'oneOf' (branches {i} and {j} may both match; "
                                                "give them distinct types, const/enum values or required keys)")
             out.append(a)
         return out
+
+    def force_member_against(self, a: dict, b: dict, seen: tuple) -> dict:
+        """`a` with one optional member made required whose presence fails `b` (b forbids the name, or its values
+        for the name exclude a's): a subset of a's objects, none of which validates against b. `a` if none is."""
+        props = a.get("properties")
+        if not isinstance(props, dict) or "object" not in (self.emitted_types(a, seen) or set()):
+            return a
+        required = a.get("required", [])
+        b_props = b.get("properties", {}) if isinstance(b.get("properties"), dict) else {}
+        for key in [k for k in props if k not in required]:
+            if key in b_props:
+                try:
+                    mine, theirs = self.resolve(props[key], "", seen)[0], self.resolve(b_props[key], "", seen)[0]
+                except SchemaError:
+                    continue
+                fails_b = b_props[key] not in (True, {}) and self.excludes(mine, theirs, seen)
+            else:
+                fails_b = b.get("additionalProperties") is False and not b.get("patternProperties")
+            if fails_b:
+                return {**a, "required": [*required, key]}
+        return a
 
     def emitted_types(self, schema: dict, seen: tuple) -> set[str] | None:
         """JSON types the compiler can emit for `schema` (None: unknown). number and integer count as one type."""

@@ -292,6 +292,14 @@ ONE_OF = [
      "oneOf": [{"required": ["a"]}, {"required": ["b"]}]},
     # disjoint enums, with a sibling keyword folded into each branch
     {"type": "string", "oneOf": [{"enum": ["a", "b"]}, {"enum": ["c"]}]},
+    # overlapping closed objects: each branch always writes an optional member the other forbids
+    {"oneOf": [
+        {"type": "object", "properties": {"a": {"type": "integer"}, "x": {"type": "string"}}, "additionalProperties": False},
+        {"type": "object", "properties": {"a": {"type": "integer"}, "y": {"type": "boolean"}}, "additionalProperties": False},
+    ]},
+    # an optional discriminator: each branch always writes it
+    {"oneOf": [{"type": "object", "properties": {"kind": {"const": "a"}, "n": {"type": "integer"}}},
+               {"type": "object", "properties": {"kind": {"const": "b"}, "n": {"type": "integer"}}}]},
 ]
 
 
