@@ -79,7 +79,7 @@ GENERIC = VALIDATION_KEYWORDS - set().union(*APPLIES.values())
 ANY_VALUE = {"type": ["string", "number", "boolean", "null"]}
 SUPPORTED = {
     "object": {"type", "properties", "required", "additionalProperties", "patternProperties", "minProperties",
-               "maxProperties"},
+               "maxProperties", "dependencies", "dependentRequired", "dependentSchemas"},
     "array": {"type", "items", "prefixItems", "additionalItems", "minItems", "maxItems", "uniqueItems"},
     "string": {"type", "enum", "const", "pattern", "minLength", "maxLength", "format"},
     "integer": {"type", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "enum", "const"},
@@ -96,12 +96,13 @@ FORMATS = {
     "email": r'"[a-z0-9]([a-z0-9._+-]{0,20}[a-z0-9])?@[a-z0-9]([a-z0-9-]{0,20}[a-z0-9])?(\.[a-z]{2,6}){1,2}"',
     "uri": r'"https?://[a-z0-9]([a-z0-9-]{0,20}[a-z0-9])?(\.[a-z0-9-]{1,20}){0,3}(/[a-zA-Z0-9._~-]{1,16}){0,4}"',
 }
+FORMATS["url"] = FORMATS["uri"]  # not a standard format, but common; validators ignore it
 FORMATS["hostname"] = r'"[a-z0-9]([a-z0-9-]{0,20}[a-z0-9])?(\.[a-z0-9]([a-z0-9-]{0,20}[a-z0-9])?){0,3}"'
 FORMATS["ipv4"] = r'"((25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])\.){3}(25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])"'
 for _name in ("uri-reference", "iri", "iri-reference"):  # an absolute http(s) URI is each of these
     FORMATS[_name] = FORMATS["uri"]
 FORMAT_CHARS = {"date": 12, "time": 22, "date-time": 32, "uuid": 38, "email": 52, "uri": 80, "hostname": 92, "ipv4": 17,
-                "uri-reference": 80, "iri": 80, "iri-reference": 80}
+                "uri-reference": 80, "iri": 80, "iri-reference": 80, "url": 80}
 # Generated strings use printable ASCII (STRING_CHAR, a sound subset of JSON strings: lengths count exactly, no
 # partial UTF-8).
 
@@ -387,10 +388,19 @@ class _Compiler:
     def text(self, s: str) -> CanvasTemplate:
         return CanvasTemplate.from_positions(self.vocab, self.tokenizer.encode(s, add_special_tokens=False))
 
-    def slot(self, regex: str, length: int, path: str) -> CanvasTemplate:
+    def regex_limit(self, schema: Any, seen: tuple) -> int:
+        """The longest regex a slot may hold for `schema`: an enum / const is an alternation of literals, whose
+        automaton grows linearly, so it may be ten times longer than other values'."""
+        try:
+            resolved = self.resolve(schema, "", seen)[0]
+        except SchemaError:
+            return self.budget.max_regex
+        return self.budget.max_regex * (10 if "enum" in resolved or "const" in resolved else 1)
+
+    def slot(self, regex: str, length: int, path: str, limit: int | None = None) -> CanvasTemplate:
         from diffreason.errors import TemplateError
 
-        if len(regex) > self.budget.max_regex:
+        if len(regex) > (limit or self.budget.max_regex):
             self.fail(path, f"value too complex for one slot ({len(regex)}-character regex)")
         try:
             return CanvasTemplate.from_regex(regex, self.tokenizer, min(length, self.budget.max_slot))
@@ -794,6 +804,23 @@ class _Compiler:
         required = schema.get("required", [])
         if not isinstance(required, list):
             self.fail(f"{path}/required", "'required' must be a list")
+        # dependencies: a required member brings its dependents along; an optional one that has any is not written
+        deps = {}
+        for keyword in ("dependencies", "dependentRequired", "dependentSchemas"):
+            if isinstance(schema.get(keyword), dict):
+                deps.update({name: (keyword, dep) for name, dep in schema[keyword].items()})
+        required = list(required)
+        for name in required:  # grows while we walk it: the closure
+            keyword, dep = deps.get(name, (None, True))
+            if isinstance(dep, dict) and not (dep.keys() & VALIDATION_KEYWORDS - {"required"}):
+                dep = dep.get("required", [])
+            if not isinstance(dep, list) and dep is not True:
+                self.fail(f"{path}/{keyword}/{name}", f"unsupported keyword {keyword!r} (a schema that required "
+                                                      f"member {name!r} brings)")
+            required += [d for d in (dep if isinstance(dep, list) else []) if d not in required]
+        for name in deps:
+            if name not in required and deps[name][1] not in (True, [], {}):
+                props.pop(name, None)
         for key in [k for k in required if k not in props]:
             patterns = [p for p in schema.get("patternProperties", {}) if re.search(p, key)]
             extra = schema.get("additionalProperties", True)
@@ -838,8 +865,8 @@ class _Compiler:
         if is_object and schema.get("properties") and not any(k in schema for k in ("anyOf", "oneOf", "enum", "const")):
             return self.object_template(schema, path, seen)
         regex, length = self.value_regex(schema, path, seen)
-        if len(regex) <= self.budget.max_regex or "enum" in schema or "const" in schema:
-            return [self.slot(regex, length, path)]
+        if len(regex) <= self.regex_limit(schema, seen):
+            return [self.slot(regex, length, path, self.regex_limit(schema, seen))]
         for key in ("anyOf", "oneOf"):
             if key in schema:
                 branches = self.branches(schema, key, path)
@@ -894,8 +921,9 @@ class _Compiler:
             except (_DepthLimit, _NoValue):  # a member that cannot be written (depth limit, no value)
                 continue
             member = f"(,{_json_literal(key)}:({r}))?"
-            if len(member) <= self.budget.max_regex:
-                parts.append(self.slot(member, n + len(key) + 4, f"{path}/properties/{key}"))
+            limit = self.regex_limit(props[key], seen)
+            if len(member) <= limit:
+                parts.append(self.slot(member, n + len(key) + 4, f"{path}/properties/{key}", limit))
                 continue
             # Too complex to be a choice inside one slot: written always, with its own scaffold.
             self.fixed.append(f"{path}/properties/{key}: optional member always written")

@@ -545,3 +545,28 @@ def test_not_restricts_what_is_written(schema):
 def test_not_that_leaves_nothing_or_is_unsupported_fails_clearly(schema, message):
     with pytest.raises(SchemaError, match=re.escape(message)):
         compile_schema(schema, TOK)
+
+
+@pytest.mark.parametrize("schema, present, absent", [
+    # a required member brings its dependents; an optional member with dependents is not written
+    ({"type": "object", "required": ["card"], "properties": {"card": {"type": "integer"}, "billing": {"type": "string"},
+      "gift": {"type": "boolean"}, "note": {"type": "null"}}, "dependencies": {"card": ["billing"], "gift": ["note"]}},
+     {"card", "billing"}, {"gift"}),
+    ({"type": "object", "required": ["a"], "properties": {"a": {"type": "null"}, "b": {"type": "null"}},
+      "dependentSchemas": {"a": {"required": ["b"]}}}, {"a", "b"}, set()),
+    ({"type": "object", "required": ["a"], "properties": {"a": {"type": "null"}, "b": {"type": "null"}},
+      "dependentRequired": {"b": ["c"]}}, {"a"}, {"b"}),
+])
+def test_dependencies_hold_in_every_output(schema, present, absent):
+    compiled = compile_schema(schema, TOK)
+    for seed in range(6):
+        value = fill_and_parse(compiled, seed)
+        jsonschema.validate(value, schema)
+        assert present <= value.keys() and not absent & value.keys()
+
+
+def test_a_schema_dependency_of_a_required_member_fails_clearly():
+    schema = {"type": "object", "required": ["a"], "properties": {"a": {"type": "null"}},
+              "dependentSchemas": {"a": {"properties": {"b": {"type": "integer"}}}}}
+    with pytest.raises(SchemaError, match="unsupported keyword 'dependentSchemas' .* at /dependentSchemas/a"):
+        compile_schema(schema, TOK)
