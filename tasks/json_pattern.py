@@ -154,8 +154,44 @@ def _translate(pattern, at_start: bool, at_end: bool) -> str:
     return "".join(out)
 
 
-def pattern_to_json_regex(pattern: str) -> str:
-    """The regex over encoded JSON string bodies (quotes excluded) for a JSON Schema `pattern` (see the module doc)."""
+_ONE_CHAR = {C.LITERAL, C.NOT_LITERAL, C.ANY, C.IN, C.CATEGORY}
+
+
+def _bound_lengths(parsed, min_length: int, max_length: float) -> None:
+    """Fold minLength / maxLength into the pattern's one variable repeat, in place, where the pattern is a sequence
+    of single characters and repeats of single characters (`^[A-Z][a-z0-9_]*$`): every full match then has a length
+    within the bounds. Otherwise PatternError."""
+    items = [(op, av) for op, av in parsed if op is not C.AT]
+    if any(op is C.AT and av not in (C.AT_BEGINNING, C.AT_BEGINNING_STRING, C.AT_END, C.AT_END_STRING)
+           for op, av in parsed):
+        raise PatternError("minLength / maxLength beside this pattern are not supported")
+    fixed, variable = 0, []
+    for i, (op, av) in enumerate(items):
+        if op in _ONE_CHAR:
+            fixed += 1
+        elif op in (C.MAX_REPEAT, C.MIN_REPEAT) and len(av[2]) == 1 and av[2][0][0] in _ONE_CHAR:
+            if av[0] == av[1]:
+                fixed += av[0]
+            else:
+                variable.append(i)
+        else:
+            raise PatternError("minLength / maxLength beside a pattern of this shape are not supported")
+    if len(variable) != 1:
+        if min_length <= fixed <= max_length:
+            return
+        raise PatternError(f"the pattern's matches have {fixed} characters, outside minLength / maxLength")
+    lo, hi, sub = items[variable[0]][1]
+    lo = max(lo, min_length - fixed)
+    hi = hi if max_length == float("inf") else min(hi, int(max_length) - fixed)
+    if lo > hi:
+        raise PatternError("no match of the pattern has a length within minLength / maxLength")
+    position = [k for k, (op, _) in enumerate(parsed.data) if op is not C.AT][variable[0]]
+    parsed.data[position] = (items[variable[0]][0], (lo, hi, sub))
+
+
+def pattern_to_json_regex(pattern: str, min_length: int = 0, max_length: float = float("inf")) -> str:
+    """The regex over encoded JSON string bodies (quotes excluded) for a JSON Schema `pattern` (see the module doc),
+    with every match's length (in characters) within [min_length, max_length] where the pattern's shape allows."""
     if not isinstance(pattern, str):
         raise PatternError(f"a pattern must be a string, got {type(pattern).__name__}")
     try:
@@ -164,4 +200,7 @@ def pattern_to_json_regex(pattern: str) -> str:
         raise PatternError(f"not a regular expression Python accepts: {exc}") from None
     if parsed.state.flags & ~(re.UNICODE | re.DEBUG):
         raise PatternError("inline flags are not supported")
+    shortest, longest = parsed.getwidth()
+    if shortest < min_length or longest > max_length:
+        _bound_lengths(parsed, min_length, max_length)
     return _translate(parsed, True, True)

@@ -773,7 +773,13 @@ class _Compiler:
                 body = pattern_to_json_regex(schema["pattern"])
             except PatternError as exc:
                 self.fail(f"{path}/pattern", f"unsupported keyword 'pattern' ({exc})")
-            self.check_lengths(schema, schema["pattern"], "pattern", path)
+            if "minLength" in schema or "maxLength" in schema:
+                try:  # the bounds folded into the pattern's variable part
+                    body = pattern_to_json_regex(schema["pattern"], int(schema.get("minLength", 0)),
+                                                 schema.get("maxLength", float("inf")))
+                except PatternError as exc:
+                    key = "minLength" if "minLength" in schema else "maxLength"
+                    self.fail(f"{path}/{key}", f"unsupported keyword {key!r} together with 'pattern' ({exc})")
             return f'"({body})"', self.budget.string
         lo = int(schema.get("minLength", 0))
         hi = schema.get("maxLength")

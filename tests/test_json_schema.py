@@ -206,7 +206,10 @@ def test_eval_json_on_a_few_bench_schemas(tmp_path):
 @pytest.mark.parametrize(
     "string_schema, message",
     [
-        ({"type": "string", "pattern": "^[a-z]+$", "maxLength": 4}, "'maxLength' together with 'pattern'"),
+        ({"type": "string", "pattern": "^([a-z]+-)+$", "maxLength": 4},
+         "'maxLength' together with 'pattern' (minLength / maxLength beside a pattern of this shape are not supported)"),
+        ({"type": "string", "pattern": "^[a-z]{2,3}$", "minLength": 5},
+         "no match of the pattern has a length within minLength / maxLength"),
         ({"type": "string", "format": "date", "maxLength": 8}, "'maxLength' together with 'format'"),
         ({"type": "string", "pattern": "^(?=a)a$"}, "'pattern' (lookarounds are not supported)"),
         ({"type": "string", "pattern": "(?i)^abc$"}, "'pattern' (inline flags are not supported)"),
@@ -259,6 +262,10 @@ def test_patterns_generate_full_matches_written_as_json_strings(pattern):
 @pytest.mark.parametrize("string_schema", [
     {"type": "string", "pattern": "^[0-9]{16}$", "minLength": 15, "maxLength": 16},  # jsonschemabench o74459
     {"type": "string", "format": "date", "minLength": 10, "maxLength": 10},
+    # bounds folded into the pattern's one variable repeat
+    {"type": "string", "pattern": "^[a-z]+$", "maxLength": 4},
+    {"type": "string", "pattern": "^[A-Z][a-z0-9_]*$", "minLength": 3, "maxLength": 6},
+    {"type": "string", "pattern": "x-\\d*", "minLength": 5},
 ])
 def test_length_bounds_that_the_pattern_or_format_already_implies(string_schema):
     schema = {"type": "object", "required": ["s"], "properties": {"s": string_schema}}
