@@ -577,3 +577,37 @@ def test_a_schema_dependency_of_a_required_member_fails_clearly():
               "dependentSchemas": {"a": {"properties": {"b": {"type": "integer"}}}}}
     with pytest.raises(SchemaError, match="unsupported keyword 'dependentSchemas' .* at /dependentSchemas/a"):
         compile_schema(schema, TOK)
+
+
+ATOMS = ["a", "Z", "7", "-", "/", " ", "\\.", '"', "\\\\", "é", "[a-f]", "[^x]", "[0-9A-F]", "\\d", "\\w", "\\s", "\\S",
+         ".", "[._~-]"]
+
+
+@st.composite
+def pattern_bodies(draw, depth=2):
+    """Literals (quote, backslash, non-ASCII included), classes, groups, alternation, repeats."""
+    parts = []
+    for _ in range(draw(st.integers(1, 4))):
+        atom = draw(st.sampled_from(ATOMS))
+        if depth and draw(st.booleans()):
+            atom = "(" + "|".join(draw(st.lists(pattern_bodies(depth=depth - 1), min_size=1, max_size=2))) + ")"
+        parts.append(atom + draw(st.sampled_from(["", "?", "*", "+", "{2}", "{1,3}"])))
+    return "".join(parts)
+
+
+@st.composite
+def patterns(draw):
+    return ("^" if draw(st.booleans()) else "") + draw(pattern_bodies()) + ("$" if draw(st.booleans()) else "")
+
+
+@settings(max_examples=12, deadline=None)
+@given(pattern=patterns(), seed=st.integers(0, 10**6))
+def test_random_patterns_generate_strings_the_pattern_accepts(pattern, seed):
+    schema = {"type": "object", "required": ["s"], "properties": {"s": {"type": "string", "pattern": pattern}}}
+    try:
+        compiled = compile_schema(schema, TOK)
+    except SchemaError as exc:  # only a value too long for its slot may be refused here
+        assert "cannot fit the value" in str(exc) or "too complex" in str(exc), str(exc)
+        return
+    value = fill_and_parse(compiled, seed)
+    assert re.search(pattern, value["s"]), (pattern, value)
