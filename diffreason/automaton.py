@@ -189,9 +189,17 @@ def _state_key(state):
     return state
 
 
+MAX_STATES = 20_000  # per FSM operation: a few patterns (nested repeats of overlapping classes) blow up exponentially
+
+
+class AutomatonTooLarge(TemplateError):
+    """The regex's deterministic automaton would exceed MAX_STATES states."""
+
+
 def _indexed_crawl(alphabet, initial, final, follow):
     """interegular's `crawl` (subset construction behind every FSM operation) with a dict from state to number
-    instead of `list.index`: the same FSM, in linear rather than quadratic time in the number of states."""
+    instead of `list.index`: the same FSM, in linear rather than quadratic time in the number of states. Stops at
+    MAX_STATES states, so a pathological regex fails in bounded time and memory."""
     from interegular.fsm import FSM, OblivionError
 
     try:
@@ -216,6 +224,8 @@ def _indexed_crawl(alphabet, initial, final, follow):
                 key = _state_key(nxt)
             j = numbers.get(key)
             if j is None:
+                if len(states) >= MAX_STATES:
+                    raise AutomatonTooLarge(f"its automaton exceeds {MAX_STATES} states")
                 j = numbers[key] = len(states)
                 states.append(nxt)
             transitions[i][symbol] = j
@@ -243,6 +253,8 @@ def _token_index(regex: str, tokenizer: _OutlinesTokenizer):
 def _from_regex_cached(regex: str, tokenizer: _OutlinesTokenizer) -> TokenAutomaton:
     try:
         index = _token_index(regex, tokenizer)
+    except AutomatonTooLarge:
+        raise
     except Exception as exc:  # interegular / outlines raise several types for unsupported constructs
         reason = " ".join(str(exc).split()) or f"{type(exc).__name__} (not a regex this parser supports)"
         raise TemplateError(f"cannot build an automaton for regex {regex!r}: {reason}") from None

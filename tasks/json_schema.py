@@ -402,8 +402,12 @@ class _Compiler:
 
         if len(regex) > (limit or self.budget.max_regex):
             self.fail(path, f"value too complex for one slot ({len(regex)}-character regex)")
+        from diffreason.automaton import AutomatonTooLarge
+
         try:
             return CanvasTemplate.from_regex(regex, self.tokenizer, min(length, self.budget.max_slot))
+        except AutomatonTooLarge as exc:
+            self.fail(path, f"value too complex for one slot ({exc})")
         except TemplateError as exc:
             self.fail(path, f"cannot fit the value in {length} tokens ({exc})")
 
