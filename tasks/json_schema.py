@@ -42,6 +42,10 @@ class _NoValue(SchemaError):
     """A (sub)schema that accepts no value at all; an anyOf / oneOf branch like that is simply never chosen."""
 
 
+class _TooComplex(SchemaError):
+    """A value's regex grew past what any slot takes; a scaffold may still hold the value (see `template`)."""
+
+
 class _DepthLimit(SchemaError):
     """A recursive $ref reached the depth limit; optional places drop the member, required ones fail."""
 
@@ -204,6 +208,7 @@ class _Compiler:
         self.vocab = len(tokenizer)
         self._validator = None
         self.fixed: list[str] = []  # choices the template makes for the model (see `template`)
+        self.forced = 0  # how many members / items written for the model enclose the current value
 
     # -- helpers ----------------------------------------------------------------------------------------------------
 
@@ -414,7 +419,14 @@ class _Compiler:
     # -- regex of a value (what a slot holds) -----------------------------------------------------------------------
 
     def value_regex(self, schema: Any, path: str, seen: tuple = ()) -> tuple[str, int]:
-        """(regex, length budget in tokens) of any value of `schema`."""
+        """(regex, length budget in tokens) of any value of `schema`. Stops early once the regex is longer than any
+        slot takes: nested anyOf over recursive objects would otherwise grow it exponentially."""
+        regex, length = self._value_regex(schema, path, seen)
+        if len(regex) > 10 * self.budget.max_regex:
+            raise _TooComplex(f"value too complex for one slot ({len(regex)}-character regex) at {path or '#'}")
+        return regex, length
+
+    def _value_regex(self, schema: Any, path: str, seen: tuple = ()) -> tuple[str, int]:
         schema, path, seen = self.resolve(schema, path, seen)
         if "const" in schema or "enum" in schema:
             # A finite set: keep the values that satisfy the whole schema (type, if/then, ... beside the enum).
@@ -874,8 +886,11 @@ class _Compiler:
         is_object = schema.get("type") == "object" or ("type" not in schema and "properties" in schema)
         if is_object and schema.get("properties") and not any(k in schema for k in ("anyOf", "oneOf", "enum", "const")):
             return self.object_template(schema, path, seen)
-        regex, length = self.value_regex(schema, path, seen)
-        if len(regex) <= self.regex_limit(schema, seen):
+        try:
+            regex, length = self.value_regex(schema, path, seen)
+        except _TooComplex as exc:
+            regex, length, too_complex = None, 0, exc
+        if regex is not None and len(regex) <= self.regex_limit(schema, seen):
             return [self.slot(regex, length, path, self.regex_limit(schema, seen))]
         for key in ("anyOf", "oneOf"):
             if key in schema:
@@ -900,12 +915,19 @@ class _Compiler:
                 lo = int(schema.get("minItems", 0))
                 if schema.get("uniqueItems") and lo > 1:
                     self.fail(f"{path}/uniqueItems", "unsupported keyword 'uniqueItems' on items too complex for a slot")
-                items = items * max(1, lo)
+                # one item at least, unless nested in another written-for-you value (the template stays small)
+                items = items * (lo if self.forced > 1 else max(1, lo))
                 self.fixed.append(f"{path or '#'}: always {len(items)} item(s)")
             parts = [self.text("[")]
-            for i, item in enumerate(items):
-                parts += ([self.text(",")] if i else []) + self.template(item, f"{path}/items", seen)
+            self.forced += 1
+            try:
+                for i, item in enumerate(items):
+                    parts += ([self.text(",")] if i else []) + self.template(item, f"{path}/items", seen)
+            finally:
+                self.forced -= 1
             return parts + [self.text("]")]
+        if regex is None:  # too complex, and no structure to fix
+            raise too_complex
         return [self.slot(regex, length, path)]  # fails: too complex, and no structure to fix
 
     def object_template(self, schema: dict, path: str, seen: tuple) -> list[CanvasTemplate]:
@@ -917,6 +939,8 @@ class _Compiler:
                     self.value_regex(props[key], f"{path}/properties/{key}", seen)
                 except (_DepthLimit, _NoValue):  # a member that cannot be written (depth limit, no value)
                     continue
+                except _TooComplex:  # written with a scaffold of its own
+                    pass
                 required = [key]
                 break
             else:
@@ -930,15 +954,27 @@ class _Compiler:
                 r, n = self.value_regex(props[key], f"{path}/properties/{key}", seen)
             except (_DepthLimit, _NoValue):  # a member that cannot be written (depth limit, no value)
                 continue
+            except _TooComplex:
+                r, n = None, 0
             member = f"(,{_json_literal(key)}:({r}))?"
             limit = self.regex_limit(props[key], seen)
-            if len(member) <= limit:
+            if r is not None and len(member) <= limit:
                 parts.append(self.slot(member, n + len(key) + 4, f"{path}/properties/{key}", limit))
                 continue
-            # Too complex to be a choice inside one slot: written always, with its own scaffold.
+            # Too complex to be a choice inside one slot: written always, with its own scaffold — unless we are
+            # inside such a member already (recursive schemas would make the template grow exponentially).
+            if self.forced:
+                self.fixed.append(f"{path}/properties/{key}: optional member left out")
+                continue
+            self.forced += 1
+            try:
+                value = self.template(props[key], f"{path}/properties/{key}", seen)
+            except (_DepthLimit, _NoValue):
+                continue
+            finally:
+                self.forced -= 1
             self.fixed.append(f"{path}/properties/{key}: optional member always written")
-            parts.append(self.text("," + json.dumps(key, ensure_ascii=False) + ":"))
-            parts += self.template(props[key], f"{path}/properties/{key}", seen)
+            parts += [self.text("," + json.dumps(key, ensure_ascii=False) + ":")] + value
         return parts + [self.text("}")]
 
 

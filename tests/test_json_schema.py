@@ -611,3 +611,18 @@ def test_random_patterns_generate_strings_the_pattern_accepts(pattern, seed):
         return
     value = fill_and_parse(compiled, seed)
     assert re.search(pattern, value["s"]), (pattern, value)
+
+
+def test_recursive_members_too_complex_for_a_slot_stay_small():
+    from diffreason.tasks.json_schema import Budget
+
+    node = {"type": "object", "required": ["name"], "properties": {
+        "name": {"type": "string", "maxLength": 6}, "meta": PERSON,
+        "children": {"type": "array", "items": {"$ref": "#/$defs/node"}},
+        "parent": {"$ref": "#/$defs/node"}}}
+    schema = {"$ref": "#/$defs/node", "$defs": {"node": node}}
+    compiled = compile_schema(schema, TOK, Budget(max_regex=200))
+    assert any("optional member left out" in f for f in compiled.fixed)
+    assert len(compiled.template) < 2000
+    for seed in range(4):
+        jsonschema.validate(fill_and_parse(compiled, seed), schema)
