@@ -17,7 +17,8 @@ wherever position-wise constraints can.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import cached_property, lru_cache
+from collections import OrderedDict
+from functools import cached_property
 
 import torch
 
@@ -249,8 +250,43 @@ def _token_index(regex: str, tokenizer: _OutlinesTokenizer):
     return index
 
 
-@lru_cache(maxsize=256)
+class BytesLRU:
+    """A least-recently-used cache bounded by the bytes its values hold, not by their count: a token automaton is a
+    [states, vocab] table, so with a 262k-token vocabulary one entry can weigh hundreds of MB."""
+
+    def __init__(self, max_bytes: int):
+        self.max_bytes = max_bytes
+        self.items: OrderedDict = OrderedDict()
+        self.bytes = 0
+
+    def get(self, key, build, size):
+        if key in self.items:
+            self.items.move_to_end(key)
+            return self.items[key][0]
+        value = build()
+        weight = size(value)
+        if weight <= self.max_bytes:
+            self.items[key] = (value, weight)
+            self.bytes += weight
+            while self.bytes > self.max_bytes:
+                _, (_, dropped) = self.items.popitem(last=False)
+                self.bytes -= dropped
+        return value
+
+    def clear(self) -> None:
+        self.items.clear()
+        self.bytes = 0
+
+
+_AUTOMATA = BytesLRU(512 * 2**20)
+
+
 def _from_regex_cached(regex: str, tokenizer: _OutlinesTokenizer) -> TokenAutomaton:
+    return _AUTOMATA.get((regex, tokenizer), lambda: _from_regex(regex, tokenizer),
+                         lambda a: a.next_state.numel() * a.next_state.element_size())
+
+
+def _from_regex(regex: str, tokenizer: _OutlinesTokenizer) -> TokenAutomaton:
     try:
         index = _token_index(regex, tokenizer)
     except AutomatonTooLarge:

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
-from functools import lru_cache
 
 import torch
 
@@ -348,10 +347,23 @@ class CanvasConstraint:
         return self.table[self.table_index, slot]
 
 
-@lru_cache(maxsize=1024)
 def _regex_slot(regex: str, tokenizer, length: int) -> CanvasTemplate:
     """The slot template of (regex, length): JSON schemas repeat the same value types (strings, numbers, arrays of
-    strings) across members and schemas, so each is built once. Templates are never modified in place."""
+    strings) across members and schemas, so each is built once (up to 512 MB of them). Templates are never modified
+    in place."""
+    from diffreason.automaton import BytesLRU
+
+    global _SLOTS
+    if _SLOTS is None:
+        _SLOTS = BytesLRU(512 * 2**20)
+    return _SLOTS.get((regex, tokenizer, length), lambda: _build_regex_slot(regex, tokenizer, length),
+                      lambda t: t.masks.numel() + t.slots[0].backward.numel())
+
+
+_SLOTS = None
+
+
+def _build_regex_slot(regex: str, tokenizer, length: int) -> CanvasTemplate:
     from diffreason.automaton import TokenAutomaton
 
     automaton = TokenAutomaton.from_regex(regex, tokenizer).with_padding(tokenizer.pad_token_id)

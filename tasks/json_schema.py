@@ -24,11 +24,11 @@ import copy
 import json
 import math
 import re
-from collections import OrderedDict
 from dataclasses import astuple, dataclass
 from pathlib import Path
 from typing import Any
 
+from diffreason.automaton import BytesLRU
 from diffreason.canvas import CanvasTemplate
 from diffreason.errors import DiffreasonError
 from diffreason.tasks.json_pattern import STRING_CHAR, PatternError, pattern_to_json_regex
@@ -1039,20 +1039,18 @@ def compile_schema(
         key = (json.dumps(schema, sort_keys=True), id(tokenizer), astuple(budget), max_depth)
     except (TypeError, ValueError):  # not JSON-serialisable: compile without the cache
         key = None
-    if key is not None and key in _COMPILED:
-        _COMPILED.move_to_end(key)
-        return _COMPILED[key]
-    compiler = _Compiler(schema, tokenizer, budget, max_depth)
-    eos = CanvasTemplate.from_positions(len(tokenizer), [tokenizer.eos_token_id])
-    template = CanvasTemplate.join(compiler.template(schema) + [eos])
-    compiled = CompiledSchema(copy.deepcopy(schema), template, tuple(dict.fromkeys(compiler.fixed)))
-    if key is not None:
-        _COMPILED[key] = compiled
-        while len(_COMPILED) > 512:
-            _COMPILED.popitem(last=False)
-    return compiled
+
+    def build() -> CompiledSchema:
+        compiler = _Compiler(schema, tokenizer, budget, max_depth)
+        eos = CanvasTemplate.from_positions(len(tokenizer), [tokenizer.eos_token_id])
+        template = CanvasTemplate.join(compiler.template(schema) + [eos])
+        return CompiledSchema(copy.deepcopy(schema), template, tuple(dict.fromkeys(compiler.fixed)))
+
+    if key is None:
+        return build()
+    return _COMPILED.get(key, build, lambda c: c.template.masks.numel() + c.template.fixed.numel() * 16)
 
 
 # Compiled schemas by (canonical schema, tokenizer, budget): a server or a program that sends the same schema again
 # pays the compile once. Templates are never modified in place, so sharing them is safe.
-_COMPILED: "OrderedDict[tuple, CompiledSchema]" = OrderedDict()
+_COMPILED = BytesLRU(512 * 2**20)

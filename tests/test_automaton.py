@@ -105,3 +105,15 @@ def test_slots_must_fit_in_one_canvas(tiny_lm):
     )
     with pytest.raises(TemplateError, match="crosses a canvas boundary"):
         Engine(tiny_lm).generate("x", template=template)
+
+
+def test_caches_are_bounded_by_bytes_not_count():
+    from diffreason.automaton import BytesLRU
+
+    cache, built = BytesLRU(max_bytes=100), []
+    build = lambda k: (lambda: built.append(k) or k)  # noqa: E731
+    for key in ("a", "b", "c"):
+        cache.get(key, build(key), lambda v: 40)
+    assert list(cache.items) == ["b", "c"] and cache.bytes == 80  # "a" evicted: 120 bytes > 100
+    assert cache.get("b", build("b2"), lambda v: 40) == "b" and built == ["a", "b", "c"]  # a hit builds nothing
+    assert cache.get("huge", build("huge"), lambda v: 1000) == "huge" and "huge" not in cache.items
