@@ -271,12 +271,16 @@ class _Compiler:
         values are filtered against the whole schema anyway).
         """
         neg, rest = schema["not"], {k: v for k, v in schema.items() if k != "not"}
+        if "enum" in rest or "const" in rest:
+            return schema  # a finite set: its values are checked against the whole schema, `not` included
         if neg is False:
             return rest
         if neg is True or (isinstance(neg, dict) and not (neg.keys() & VALIDATION_KEYWORDS)):
             raise _NoValue(f"'not' of a schema that accepts every value at {path}/not")
-        neg, _, _ = self.resolve(neg, f"{path}/not", seen)
+        neg, _, _ = self.resolve(neg, f"{path}/not", seen, fold_not=False)
         keys = neg.keys() & VALIDATION_KEYWORDS
+        if keys == {"not"}:  # not (not X) = X
+            return self.resolve({"allOf": [rest, neg["not"]]} if rest else neg["not"], path, seen)[0]
 
         def required_sets(node) -> list | None:
             node_keys = node.keys() & VALIDATION_KEYWORDS if isinstance(node, dict) else None
@@ -319,8 +323,6 @@ class _Compiler:
                 raise _NoValue(f"'not' removes every type at {path}/not")
             rest["type"] = kept if len(kept) > 1 else kept[0]
             return rest
-        if keys <= {"enum", "const", "type"} and ("enum" in rest or "const" in rest):
-            return schema  # the finite values are checked against the whole schema, `not` included
         self.fail(f"{path}/not", f"unsupported keyword 'not' (of {', '.join(sorted(keys)) or 'this schema'})")
 
     # -- allOf: every part must hold, so the parts merge into one schema ---------------------------------------------

@@ -626,3 +626,13 @@ def test_recursive_members_too_complex_for_a_slot_stay_small():
     assert len(compiled.template) < 2000
     for seed in range(4):
         jsonschema.validate(fill_and_parse(compiled, seed), schema)
+
+
+@pytest.mark.parametrize("schema", [
+    {"not": {"not": {"type": "integer", "minimum": 3, "maximum": 5}}},  # double negation
+    {"enum": [1, "a", None, 2.5], "not": {"type": "string", "anyOf": [{"maxLength": 3}]}},  # beside finite values
+])
+def test_not_of_not_and_not_beside_an_enum(schema):
+    compiled = compile_schema(schema, TOK)
+    for seed in range(6):
+        jsonschema.validate(fill_and_parse(compiled, seed), schema)
