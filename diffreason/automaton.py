@@ -82,8 +82,8 @@ class TokenAutomaton:
         tokens[inverse, tok] = True
         return pairs // S, pairs % S, tokens
 
-    def slot_sets(self, length: int) -> tuple[list[torch.Tensor], torch.Tensor, torch.Tensor]:
-        """(allowed [V] bool per position, forward [L+1, S], backward [L+1, S]) for a slot of exactly `length` tokens.
+    def slot_sets(self, length: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """(allowed [L, V] bool, forward [L+1, S], backward [L+1, S]) for a slot of exactly `length` tokens.
 
         forward[k, s]: s reachable in k tokens; backward[k, s]: acceptance reachable from s in length - k tokens.
         """
@@ -102,7 +102,7 @@ class TokenAutomaton:
         # position k allows the tokens of the moves from a state reachable in k tokens to one that can still finish
         live = forward[:-1, src] & backward[1:, dst]  # [L, P]
         allowed = (live.float() @ pair_tokens.float()) > 0
-        return list(allowed), forward, backward
+        return allowed, forward, backward
 
     def best_path(self, log_probs: torch.Tensor, backward: torch.Tensor | None = None) -> list[int]:
         """The complete path of len(log_probs) tokens maximising the summed log-probabilities (Viterbi)."""
@@ -272,10 +272,6 @@ class BytesLRU:
                 _, (_, dropped) = self.items.popitem(last=False)
                 self.bytes -= dropped
         return value
-
-    def clear(self) -> None:
-        self.items.clear()
-        self.bytes = 0
 
 
 _AUTOMATA = BytesLRU(512 * 2**20)

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field, replace
 
 import torch
 
+from diffreason.automaton import BytesLRU, TokenAutomaton
 from diffreason.errors import TemplateError
 
 ANY = -1  # mask_index of an unrestricted free position
@@ -32,7 +33,7 @@ class Slot:
 
     start: int
     length: int
-    automaton: "TokenAutomaton"  # noqa: F821
+    automaton: TokenAutomaton
     backward: "torch.Tensor" = field(repr=False, compare=False, default=None)
 
     def shifted(self, offset: int) -> "Slot":
@@ -347,27 +348,19 @@ class CanvasConstraint:
         return self.table[self.table_index, slot]
 
 
-def _regex_slot(regex: str, tokenizer, length: int) -> CanvasTemplate:
-    """The slot template of (regex, length): JSON schemas repeat the same value types (strings, numbers, arrays of
-    strings) across members and schemas, so each is built once (up to 512 MB of them). Templates are never modified
-    in place."""
-    from diffreason.automaton import BytesLRU
+# Slot templates by (regex, tokenizer, length): JSON schemas repeat the same value types (strings, numbers, arrays of
+# strings) across members and schemas, so each is built once. Templates are never modified in place.
+_SLOTS = BytesLRU(512 * 2**20)
 
-    global _SLOTS
-    if _SLOTS is None:
-        _SLOTS = BytesLRU(512 * 2**20)
+
+def _regex_slot(regex: str, tokenizer, length: int) -> CanvasTemplate:
     return _SLOTS.get((regex, tokenizer, length), lambda: _build_regex_slot(regex, tokenizer, length),
                       lambda t: t.masks.numel() + t.slots[0].backward.numel())
 
 
-_SLOTS = None
-
-
 def _build_regex_slot(regex: str, tokenizer, length: int) -> CanvasTemplate:
-    from diffreason.automaton import TokenAutomaton
-
     automaton = TokenAutomaton.from_regex(regex, tokenizer).with_padding(tokenizer.pad_token_id)
     allowed, _, backward = automaton.slot_sets(length)
-    masks, index = torch.unique(torch.stack(allowed), dim=0, return_inverse=True)
+    masks, index = torch.unique(allowed, dim=0, return_inverse=True)
     slot = Slot(0, length, automaton, backward)
     return CanvasTemplate(len(tokenizer), torch.full((length,), FREE), index, masks, slots=[slot])

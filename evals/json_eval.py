@@ -155,7 +155,7 @@ def _commit() -> str:
 def write_report(report: dict, out_dir: str | Path, command: str) -> list[Path]:
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    report = {"commit": _commit(), **report, "command": command}
+    report = {**report, "command": command}
     (out_dir / "json.json").write_text(json.dumps(report, indent=2))
     lines = [
         "# JSON-schema eval (jsonschemabench)",

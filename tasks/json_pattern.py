@@ -38,6 +38,10 @@ class PatternError(ValueError):
     """A pattern this module cannot translate; the message says why in a few words."""
 
 
+class PatternLengthError(PatternError):
+    """minLength / maxLength cannot be folded into the pattern."""
+
+
 def _regex_literal(text: str) -> str:
     """`text` as a regex that matches exactly it (only regex metacharacters escaped, as interegular expects)."""
     return "".join("\\" + c if c in _META else c for c in text)
@@ -160,11 +164,11 @@ _ONE_CHAR = {C.LITERAL, C.NOT_LITERAL, C.ANY, C.IN, C.CATEGORY}
 def _bound_lengths(parsed, min_length: int, max_length: float) -> None:
     """Fold minLength / maxLength into the pattern's one variable repeat, in place, where the pattern is a sequence
     of single characters and repeats of single characters (`^[A-Z][a-z0-9_]*$`): every full match then has a length
-    within the bounds. Otherwise PatternError."""
+    within the bounds. Otherwise PatternLengthError."""
     items = [(op, av) for op, av in parsed if op is not C.AT]
     if any(op is C.AT and av not in (C.AT_BEGINNING, C.AT_BEGINNING_STRING, C.AT_END, C.AT_END_STRING)
            for op, av in parsed):
-        raise PatternError("minLength / maxLength beside this pattern are not supported")
+        raise PatternLengthError("minLength / maxLength beside this pattern are not supported")
     fixed, variable = 0, []
     for i, (op, av) in enumerate(items):
         if op in _ONE_CHAR:
@@ -175,23 +179,24 @@ def _bound_lengths(parsed, min_length: int, max_length: float) -> None:
             else:
                 variable.append(i)
         else:
-            raise PatternError("minLength / maxLength beside a pattern of this shape are not supported")
+            raise PatternLengthError("minLength / maxLength beside a pattern of this shape are not supported")
     if len(variable) != 1:
         if min_length <= fixed <= max_length:
             return
-        raise PatternError(f"the pattern's matches have {fixed} characters, outside minLength / maxLength")
+        raise PatternLengthError(f"the pattern's matches have {fixed} characters, outside minLength / maxLength")
     lo, hi, sub = items[variable[0]][1]
     lo = max(lo, min_length - fixed)
     hi = hi if max_length == float("inf") else min(hi, int(max_length) - fixed)
     if lo > hi:
-        raise PatternError("no match of the pattern has a length within minLength / maxLength")
+        raise PatternLengthError("no match of the pattern has a length within minLength / maxLength")
     position = [k for k, (op, _) in enumerate(parsed.data) if op is not C.AT][variable[0]]
     parsed.data[position] = (items[variable[0]][0], (lo, hi, sub))
 
 
 def pattern_to_json_regex(pattern: str, min_length: int = 0, max_length: float = float("inf")) -> str:
     """The regex over encoded JSON string bodies (quotes excluded) for a JSON Schema `pattern` (see the module doc),
-    with every match's length (in characters) within [min_length, max_length] where the pattern's shape allows."""
+    with every match's length (in characters) within [min_length, max_length] where the pattern's shape allows
+    (PatternLengthError where it does not)."""
     if not isinstance(pattern, str):
         raise PatternError(f"a pattern must be a string, got {type(pattern).__name__}")
     try:

@@ -28,10 +28,10 @@ from dataclasses import astuple, dataclass
 from pathlib import Path
 from typing import Any
 
-from diffreason.automaton import BytesLRU
+from diffreason.automaton import AutomatonTooLarge, BytesLRU
 from diffreason.canvas import CanvasTemplate
-from diffreason.errors import DiffreasonError
-from diffreason.tasks.json_pattern import STRING_CHAR, PatternError, pattern_to_json_regex
+from diffreason.errors import DiffreasonError, TemplateError
+from diffreason.tasks.json_pattern import STRING_CHAR, PatternError, PatternLengthError, pattern_to_json_regex
 
 
 class SchemaError(DiffreasonError):
@@ -405,12 +405,8 @@ class _Compiler:
         return self.budget.max_regex * (10 if "enum" in resolved or "const" in resolved else 1)
 
     def slot(self, regex: str, length: int, path: str, limit: int | None = None) -> CanvasTemplate:
-        from diffreason.errors import TemplateError
-
         if len(regex) > (limit or self.budget.max_regex):
             self.fail(path, f"value too complex for one slot ({len(regex)}-character regex)")
-        from diffreason.automaton import AutomatonTooLarge
-
         try:
             return CanvasTemplate.from_regex(regex, self.tokenizer, min(length, self.budget.max_slot))
         except AutomatonTooLarge as exc:
@@ -442,9 +438,7 @@ class _Compiler:
             return "(" + "|".join(re.escape(v) for v in lits) + ")", max(len(v) for v in lits) + 2
         for key in ("anyOf", "oneOf"):
             if key in schema:
-                branches = self.branches(schema, key, path)
-                if key == "oneOf":
-                    branches = self.exclusive_branches(branches, path, seen)
+                branches = self.alternatives(schema, key, path, seen)
                 options, limit = [], None
                 for i, sub in enumerate(branches):
                     try:
@@ -498,10 +492,10 @@ class _Compiler:
         if kind == "string":
             return self.string_regex(schema, path)
         if kind == "array":
-            item_schemas = self.array_items(schema, path, seen)
+            item_schemas, is_tuple = self.array_items(schema, path)
             if not item_schemas:
                 return r"\[\]", 2
-            if self.tuple_items(schema, path) is not None:  # a tuple: exactly these items
+            if is_tuple:  # exactly these items
                 parts = [self.value_regex(s, f"{path}/items/{i}", seen) for i, s in enumerate(item_schemas)]
                 return r"\[" + ",".join(f"({r})" for r, _ in parts) + r"\]", 2 + sum(n + 1 for _, n in parts)
             lo = int(schema.get("minItems", 0))
@@ -524,6 +518,11 @@ class _Compiler:
         if kind == "object":
             return self.object_regex(schema, path, seen)
         self.fail(path, f"unsupported type {kind!r}")
+
+    def alternatives(self, schema: dict, key: str, path: str, seen: tuple) -> list:
+        """The branches to write for anyOf / oneOf: siblings folded in; for oneOf, made mutually exclusive."""
+        branches = self.branches(schema, key, path)
+        return self.exclusive_branches(branches, path, seen) if key == "oneOf" else branches
 
     def branches(self, schema: dict, key: str, path: str) -> list:
         """anyOf / oneOf branches with the sibling keywords folded in (a value must satisfy both)."""
@@ -671,23 +670,23 @@ class _Compiler:
             return schema["items"], schema.get("additionalItems", True)
         return None
 
-    def array_items(self, schema: dict, path: str, seen: tuple) -> list:
-        """The item schemas of the arrays we write: every item of a tuple, or one schema for a homogeneous array
-        (the regex repeats it; the scaffold writes it max(minItems, 1) times). Empty: only [] is written."""
+    def array_items(self, schema: dict, path: str) -> tuple[list, bool]:
+        """(item schemas, is a tuple) of the arrays we write: every item of a tuple, or one schema for a homogeneous
+        array (the regex repeats it; the scaffold writes it max(minItems, 1) times). No items: only [] is written."""
         lo = int(schema.get("minItems", 0))
         hi = int(schema.get("maxItems", max(lo, self.budget.array_items)))
         if lo > hi:
             self.fail(path, f"minItems {lo} > maxItems {hi}")
         tuple_items = self.tuple_items(schema, path)
         if tuple_items is None:
-            return [] if hi == 0 else [schema.get("items", {"type": "string"})]
+            return ([] if hi == 0 else [schema.get("items", {"type": "string"})]), False
         prefix, rest = tuple_items
         n = min(max(len(prefix), lo), hi)  # as many items as the tuple declares, within the bounds
         if n > len(prefix) and rest is False:
             self.fail(path, f"minItems {lo} needs more items than the tuple's {len(prefix)}")
         if schema.get("uniqueItems") and n > 1:
             self.fail(f"{path}/uniqueItems", "unsupported keyword 'uniqueItems' on a tuple")
-        return [prefix[i] if i < len(prefix) else rest for i in range(n)]
+        return [prefix[i] if i < len(prefix) else rest for i in range(n)], True
 
     def unique_array_regex(self, schema: dict, path: str, lo: int, hi: int, seen: tuple) -> tuple[str, int]:
         """uniqueItems over a finite item set: every ordered selection without repetition, spelled out."""
@@ -787,17 +786,14 @@ class _Compiler:
         if "pattern" in schema:
             # A pattern is searched, not matched: a string that is exactly one match satisfies it, so unanchored
             # ends need no padding (which would also multiply the automaton's states).
-            try:
-                body = pattern_to_json_regex(schema["pattern"])
+            try:  # min/maxLength are folded into the pattern's variable part
+                body = pattern_to_json_regex(schema["pattern"], int(schema.get("minLength", 0)),
+                                             schema.get("maxLength", float("inf")))
+            except PatternLengthError as exc:
+                key = "minLength" if "minLength" in schema else "maxLength"
+                self.fail(f"{path}/{key}", f"unsupported keyword {key!r} together with 'pattern' ({exc})")
             except PatternError as exc:
                 self.fail(f"{path}/pattern", f"unsupported keyword 'pattern' ({exc})")
-            if "minLength" in schema or "maxLength" in schema:
-                try:  # the bounds folded into the pattern's variable part
-                    body = pattern_to_json_regex(schema["pattern"], int(schema.get("minLength", 0)),
-                                                 schema.get("maxLength", float("inf")))
-                except PatternError as exc:
-                    key = "minLength" if "minLength" in schema else "maxLength"
-                    self.fail(f"{path}/{key}", f"unsupported keyword {key!r} together with 'pattern' ({exc})")
             return f'"({body})"', self.budget.string
         lo = int(schema.get("minLength", 0))
         hi = schema.get("maxLength")
@@ -892,13 +888,12 @@ class _Compiler:
             regex, length = self.value_regex(schema, path, seen)
         except _TooComplex as exc:
             regex, length, too_complex = None, 0, exc
-        if regex is not None and len(regex) <= self.regex_limit(schema, seen):
-            return [self.slot(regex, length, path, self.regex_limit(schema, seen))]
+        limit = self.regex_limit(schema, seen)
+        if regex is not None and len(regex) <= limit:
+            return [self.slot(regex, length, path, limit)]
         for key in ("anyOf", "oneOf"):
             if key in schema:
-                branches = self.branches(schema, key, path)
-                if key == "oneOf":
-                    branches = self.exclusive_branches(branches, path, seen)
+                branches = self.alternatives(schema, key, path, seen)
                 problem = None
                 for i, sub in enumerate(branches):
                     try:
@@ -912,8 +907,8 @@ class _Compiler:
         kind = schema.get("type") if isinstance(schema.get("type"), str) else self.infer_type(schema, path)
         if kind == "array":
             self.check_keywords(schema, "array", path)
-            items = self.array_items(schema, path, seen)
-            if self.tuple_items(schema, path) is None:
+            items, is_tuple = self.array_items(schema, path)
+            if not is_tuple:
                 lo = int(schema.get("minItems", 0))
                 if schema.get("uniqueItems") and lo > 1:
                     self.fail(f"{path}/uniqueItems", "unsupported keyword 'uniqueItems' on items too complex for a slot")
