@@ -16,70 +16,89 @@ wherever position-wise constraints can.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import threading
 from collections import OrderedDict
+from dataclasses import dataclass
 from functools import cached_property
 
+import numpy as np
 import torch
 
 from diffreason.errors import TemplateError
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class TokenAutomaton:
-    """A deterministic automaton over token ids: next_state[s, t] (-1: no move), accepting states."""
+    """A deterministic automaton over token ids, kept as its moves (source state, token, target state), sorted by
+    (source, token). Sparse on purpose: a real vocabulary has 262k tokens and a JSON value's automaton hundreds of
+    states, so a dense [states, vocab] table would take gigabytes where the moves take megabytes."""
 
-    next_state: torch.Tensor  # [S, V] long
-    initial: int
+    src: torch.Tensor  # [E] long
+    tok: torch.Tensor  # [E] long
+    dst: torch.Tensor  # [E] long
     accepting: torch.Tensor  # [S] bool
+    initial: int
+    vocab_size: int
 
     @property
     def num_states(self) -> int:
-        return self.next_state.shape[0]
+        return self.accepting.numel()
+
+    @property
+    def edges(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        return self.src, self.tok, self.dst
+
+    @property
+    def nbytes(self) -> int:
+        return sum(t.numel() * t.element_size() for t in (self.src, self.tok, self.dst, self.accepting))
 
     @classmethod
     def from_regex(cls, regex: str, tokenizer) -> "TokenAutomaton":
         return _from_regex_cached(regex, _OutlinesTokenizer.wrap(tokenizer))
 
     @classmethod
-    def from_transitions(
-        cls, transitions: dict[int, dict[int, int]], initial: int, finals, vocab_size: int
-    ) -> "TokenAutomaton":
-        states = sorted(set(transitions) | {s for m in transitions.values() for s in m.values()} | {initial} | set(finals))
-        index = {s: i for i, s in enumerate(states)}
-        table = torch.full((len(states), vocab_size), -1, dtype=torch.long)
-        rows = [index[s] for s, moves in transitions.items() for _ in moves]
-        tokens = [t for moves in transitions.values() for t in moves]
-        targets = [index[n] for moves in transitions.values() for n in moves.values()]
-        if rows:
-            table[torch.tensor(rows), torch.tensor(tokens)] = torch.tensor(targets)
-        accepting = torch.zeros(len(states), dtype=torch.bool)
-        accepting[[index[s] for s in finals if s in index]] = True
-        return cls(table, index[initial], accepting)
+    def from_moves(cls, src, tok, dst, accepting: torch.Tensor, initial: int, vocab_size: int) -> "TokenAutomaton":
+        """From unsorted moves; states are 0..len(accepting)-1."""
+        src, tok, dst = (torch.as_tensor(x, dtype=torch.long) for x in (src, tok, dst))
+        order = torch.argsort(src * vocab_size + tok)
+        return cls(src[order], tok[order], dst[order], accepting, initial, vocab_size)
 
     def with_padding(self, pad: int) -> "TokenAutomaton":
         """Add a pad sink: any accepting state moves on `pad` to an accepting PAD state that only takes pads."""
-        S, V = self.next_state.shape
-        table = torch.cat([self.next_state, torch.full((1, V), -1, dtype=torch.long)])
-        table[: S][self.accepting, pad] = S
-        table[S, pad] = S
-        return TokenAutomaton(table, self.initial, torch.cat([self.accepting, torch.tensor([True])]))
+        S = self.num_states
+        sources = torch.cat([self.accepting.nonzero().flatten(), torch.tensor([S])])
+        return TokenAutomaton.from_moves(
+            torch.cat([self.src, sources]), torch.cat([self.tok, torch.full_like(sources, pad)]),
+            torch.cat([self.dst, torch.full_like(sources, S)]), torch.cat([self.accepting, torch.tensor([True])]),
+            self.initial, self.vocab_size,
+        )
+
+    def step(self, state: int, token: int) -> int:
+        """The state after `token` from `state`, or -1 when there is no such move."""
+        keys = self._keys
+        key = state * self.vocab_size + token
+        i = int(torch.searchsorted(keys, key))
+        return int(self.dst[i]) if i < keys.numel() and int(keys[i]) == key else -1
+
+    def moves_from(self, state: int) -> dict[int, int]:
+        """{token: next state} for every move out of `state`."""
+        lo, hi = (int(torch.searchsorted(self.src, s)) for s in (state, state + 1))
+        return dict(zip(self.tok[lo:hi].tolist(), self.dst[lo:hi].tolist()))
 
     @cached_property
-    def edges(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """Every move as (source state, token, target state): sparse, so slot work is linear in the moves."""
-        src, tok = (self.next_state >= 0).nonzero(as_tuple=True)
-        return src, tok, self.next_state[src, tok]
+    def _keys(self) -> torch.Tensor:
+        return self.src * self.vocab_size + self.tok
 
     @cached_property
     def state_pairs(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """The moves grouped by (source, target) state pair: (sources [P], targets [P], tokens [P, V] bool).
-        Reachability only depends on the pairs, of which there are far fewer than token moves."""
-        src, tok, dst = self.edges
-        S, V = self.next_state.shape
-        pairs, inverse = torch.unique(src * S + dst, return_inverse=True)
-        tokens = torch.zeros((pairs.numel(), V), dtype=torch.bool)
-        tokens[inverse, tok] = True
+        """The moves grouped by (source, target) state pair: (sources [P], targets [P], pair → tokens as a sparse
+        [V, P] matrix). Reachability only depends on the pairs, of which there are far fewer than token moves."""
+        S = self.num_states
+        pairs, inverse = torch.unique(self.src * S + self.dst, return_inverse=True)
+        tokens = torch.sparse_coo_tensor(
+            torch.stack([self.tok, inverse]), torch.ones(self.tok.numel()), (self.vocab_size, pairs.numel()),
+            check_invariants=False,
+        ).coalesce()
         return pairs // S, pairs % S, tokens
 
     def slot_sets(self, length: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -87,7 +106,7 @@ class TokenAutomaton:
 
         forward[k, s]: s reachable in k tokens; backward[k, s]: acceptance reachable from s in length - k tokens.
         """
-        S, V = self.next_state.shape
+        S = self.num_states
         src, dst, pair_tokens = self.state_pairs
         forward = torch.zeros((length + 1, S), dtype=torch.bool)
         forward[0, self.initial] = True
@@ -101,7 +120,7 @@ class TokenAutomaton:
             raise TemplateError(f"no value of this type fits in exactly {length} tokens")
         # position k allows the tokens of the moves from a state reachable in k tokens to one that can still finish
         live = forward[:-1, src] & backward[1:, dst]  # [L, P]
-        allowed = (live.float() @ pair_tokens.float()) > 0
+        allowed = torch.sparse.mm(pair_tokens, live.T.float()).T > 0  # sparse [V, P] @ [P, L]: work linear in the moves
         return allowed, forward, backward
 
     def best_path(self, log_probs: torch.Tensor, backward: torch.Tensor | None = None) -> list[int]:
@@ -142,7 +161,7 @@ class TokenAutomaton:
     def accepts(self, tokens) -> bool:
         state = self.initial
         for t in tokens:
-            state = int(self.next_state[state, int(t)])
+            state = self.step(state, int(t))
             if state < 0:
                 return False
         return bool(self.accepting[state])
@@ -182,9 +201,15 @@ class _OutlinesTokenizer:
 def _state_key(state):
     """A hashable stand-in for an interegular crawl state (ints, tuples, sets, dicts, nested), equal iff they are."""
     if isinstance(state, dict):
-        return ("dict", frozenset((k, _state_key(v)) for k, v in state.items()))
+        try:
+            return ("dict", frozenset(state.items()))  # the usual case: values hash as they are
+        except TypeError:
+            return ("dict", frozenset((k, _state_key(v)) for k, v in state.items()))
     if isinstance(state, (set, frozenset)):
-        return ("set", frozenset(_state_key(v) for v in state))
+        try:
+            return ("set", frozenset(state))
+        except TypeError:
+            return ("set", frozenset(_state_key(v) for v in state))
     if isinstance(state, (list, tuple)):
         return (type(state).__name__, tuple(_state_key(v) for v in state))
     return state
@@ -235,16 +260,52 @@ def _indexed_crawl(alphabet, initial, final, follow):
                __no_validation__=True)
 
 
+_PARTS = threading.local()  # the sub-pattern FSMs of the regex being built (see _memoised_to_fsm)
+
+
+def _memoised_to_fsm(to_fsm):
+    """interegular builds a pattern's FSM from its parts' FSMs; JSON value regexes repeat parts (every string member
+    has the same string pattern), so within one regex each distinct part is built once. Outside `_token_index` (no
+    memo) it is interegular's own method."""
+
+    def wrapper(self, alphabet=None, prefix_postfix=None, flags=None):
+        memo = getattr(_PARTS, "memo", None)
+        if memo is None or alphabet is None or prefix_postfix is None:
+            return to_fsm(self, alphabet, prefix_postfix, flags) if flags is not None else to_fsm(
+                self, alphabet, prefix_postfix)
+        key = (self, id(alphabet), prefix_postfix, flags)  # one alphabet object per regex: its id is enough
+        if key not in memo:
+            memo[key] = to_fsm(self, alphabet, prefix_postfix, flags)
+        return memo[key]
+
+    wrapper.diffreason_memoised = True
+    return wrapper
+
+
+def _patch_interegular() -> None:
+    import interegular.fsm
+    import interegular.patterns as patterns
+
+    interegular.fsm.crawl = _indexed_crawl  # same result, linear time (see _indexed_crawl)
+    for cls in (patterns._Repeated, patterns._Concatenation, patterns.Pattern):
+        if not getattr(cls.to_fsm, "diffreason_memoised", False):
+            cls.to_fsm = _memoised_to_fsm(cls.to_fsm)
+
+
 def _token_index(regex: str, tokenizer: _OutlinesTokenizer):
     """outlines-core's regex → token index (`create_states_mapping`) without its FSM minimisation: interegular's
     `reduce()` (two subset constructions over the reversed automaton) costs minutes on the bounded repeats JSON
     values are made of, and an unminimised DFA accepts the same language (the slot work below is linear in its
     moves either way)."""
-    import interegular.fsm
+    import interegular
     from outlines_core.fsm.regex import create_fsm_index_tokenizer, make_byte_level_fsm, make_deterministic_fsm
 
-    interegular.fsm.crawl = _indexed_crawl  # same result, linear time (see _indexed_crawl)
-    char_fsm = interegular.parse_pattern(regex).to_fsm()
+    _patch_interegular()
+    _PARTS.memo = {}
+    try:
+        char_fsm = interegular.parse_pattern(regex).to_fsm()
+    finally:
+        _PARTS.memo = None
     byte_fsm, _ = make_deterministic_fsm(make_byte_level_fsm(char_fsm, keep_utf8=True))
     index, _empty = create_fsm_index_tokenizer(byte_fsm, tokenizer)
     return index
@@ -279,7 +340,7 @@ _AUTOMATA = BytesLRU(512 * 2**20)
 
 def _from_regex_cached(regex: str, tokenizer: _OutlinesTokenizer) -> TokenAutomaton:
     return _AUTOMATA.get((regex, tokenizer), lambda: _from_regex(regex, tokenizer),
-                         lambda a: a.next_state.numel() * a.next_state.element_size())
+                         lambda a: a.nbytes)
 
 
 def _from_regex(regex: str, tokenizer: _OutlinesTokenizer) -> TokenAutomaton:
@@ -290,12 +351,26 @@ def _from_regex(regex: str, tokenizer: _OutlinesTokenizer) -> TokenAutomaton:
     except Exception as exc:  # interegular / outlines raise several types for unsupported constructs
         reason = " ".join(str(exc).split()) or f"{type(exc).__name__} (not a regex this parser supports)"
         raise TemplateError(f"cannot build an automaton for regex {regex!r}: {reason}") from None
-    transitions = index.get_transitions()
+    src, tok, dst = _moves(index.get_transitions())
     eos = tokenizer.eos_token_id
     # outlines marks acceptance by an EOS move into a final state; we end values with pads instead.
-    cleaned = {s: {t: n for t, n in moves.items() if t != eos} for s, moves in transitions.items()}
-    states = set(transitions) | {n for moves in transitions.values() for n in moves.values()}
-    accepting = {s for s in states if index.is_final_state(s)} | {s for s, m in transitions.items() if eos in m}
-    return TokenAutomaton.from_transitions(
-        cleaned, index.get_initial_state(), accepting, len(tokenizer.tokenizer)
+    labels = np.unique(np.concatenate([src, dst, [index.get_initial_state()]]))
+    final = np.array([index.is_final_state(int(s)) for s in labels], dtype=bool)
+    final[np.searchsorted(labels, src[tok == eos])] = True
+    keep = tok != eos
+    src, dst = np.searchsorted(labels, src[keep]), np.searchsorted(labels, dst[keep])
+    return TokenAutomaton.from_moves(
+        torch.from_numpy(src), torch.from_numpy(tok[keep]), torch.from_numpy(dst), torch.from_numpy(final),
+        int(np.searchsorted(labels, index.get_initial_state())), len(tokenizer.tokenizer),
     )
+
+
+def _moves(transitions: dict[int, dict[int, int]]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """{state: {token: next state}} as three arrays (source, token, target), filled per state at C speed."""
+    if not transitions:
+        return (np.zeros(0, np.int64),) * 3
+    sizes = np.fromiter((len(m) for m in transitions.values()), np.int64, len(transitions))
+    src = np.repeat(np.fromiter(transitions.keys(), np.int64, len(transitions)), sizes)
+    tok = np.concatenate([np.fromiter(m.keys(), np.int64, len(m)) for m in transitions.values()])
+    dst = np.concatenate([np.fromiter(m.values(), np.int64, len(m)) for m in transitions.values()])
+    return src, tok, dst

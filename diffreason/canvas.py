@@ -142,7 +142,7 @@ class CanvasTemplate:
         for slot in self.slots:
             if slot.start < 0 or slot.start + slot.length > n:
                 raise TemplateError(f"slot [{slot.start}, {slot.start + slot.length}) lies outside the template ({n})")
-            if slot.automaton.next_state.shape[1] != v:
+            if slot.automaton.vocab_size != v:
                 raise TemplateError("a slot's automaton is over another vocabulary than the template")
         both = ((self.fixed >= 0) & (self.mask_index >= 0)).nonzero()
         if both.numel():

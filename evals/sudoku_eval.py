@@ -56,6 +56,7 @@ def run_eval(
         "n_per_tier": n,
         "budgets": list(budgets),
         "seed": seed,
+        "sampler": lm.sampler_config.model_dump(exclude={"max_denoising_steps"}),
         "machine": f"{platform.machine()}, {torch.get_num_threads()} threads, {lm.device}",
         "tiers": {},
     }
@@ -112,6 +113,9 @@ def write_report(report: dict, out_dir: str | Path, command: str) -> list[Path]:
         f"Command: `{command}`  ",
         f"Model: `{report['model']}` ({report['parameters'] / 1e6:.2f}M parameters); {report['n_per_tier']} fresh "
         f"puzzles per tier (generator seed {report['seed']}); {report['machine']}.",
+        "",
+        "Sampler (the checkpoint's generation_config): "
+        + ", ".join(f"{k} {v}" for k, v in report.get("sampler", {}).items()) + ".",
         "",
         "`model` = the plain renoise sampler over the template; `verified` = task-aware: cells whose argmax breaks a "
         "row/column/box constraint are re-noised each step. Steps are under early stop with a "

@@ -72,8 +72,8 @@ def test_commit_maximises_the_score():
             if a.accepting[state]:
                 candidates.append(list(path))
             return
-        for t in (a.next_state[state] >= 0).nonzero().flatten().tolist():
-            walk(int(a.next_state[state, t]), k + 1, path + [t])
+        for t, nxt in a.moves_from(state).items():
+            walk(nxt, k + 1, path + [t])
 
     walk(a.initial, 0, [])
     assert candidates and score(best) == pytest.approx(max(score(c) for c in candidates))
@@ -117,3 +117,33 @@ def test_caches_are_bounded_by_bytes_not_count():
     assert list(cache.items) == ["b", "c"] and cache.bytes == 80  # "a" evicted: 120 bytes > 100
     assert cache.get("b", build("b2"), lambda v: 40) == "b" and built == ["a", "b", "c"]  # a hit builds nothing
     assert cache.get("huge", build("huge"), lambda v: 1000) == "huge" and "huge" not in cache.items
+
+
+def test_memoised_regex_parts_build_the_same_automaton():
+    """Within one regex, repeated parts (every string member's pattern) are built once: same language, same size."""
+    import interegular
+
+    from diffreason import automaton
+
+    regex = r'\{"a":("[a-z]{0,5}"),"b":("[a-z]{0,5}")(,"c":("[a-z]{0,5}"))?\}'
+    automaton._patch_interegular()
+    plain = interegular.parse_pattern(regex).to_fsm()  # no memo outside _token_index
+    automaton._PARTS.memo = {}
+    try:
+        memoised = interegular.parse_pattern(regex).to_fsm()
+        assert len(automaton._PARTS.memo) > 0
+    finally:
+        automaton._PARTS.memo = None
+    assert len(memoised.states) == len(plain.states)
+    for s in ['{"a":"","b":"xy"}', '{"a":"abcde","b":"","c":"q"}', '{"a":"abcdef","b":""}', '{"b":"","a":""}']:
+        assert memoised.accepts(s) == plain.accepts(s) == bool(re.fullmatch(regex, s))
+
+
+def test_automaton_is_stored_as_its_moves():
+    a = TokenAutomaton.from_regex(r"[0-9]{2}", TOK)
+    digits = TOK.convert_tokens_to_ids(list("0123456789"))
+    first = a.moves_from(a.initial)
+    assert set(digits) <= set(first) and a.src.numel() < a.num_states * a.vocab_size
+    assert a.step(a.initial, TOK.convert_tokens_to_ids("x")) == -1
+    encode = lambda text: TOK.encode(text, add_special_tokens=False)  # noqa: E731
+    assert a.accepts(encode("42")) and not a.accepts(encode("4"))
