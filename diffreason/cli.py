@@ -124,6 +124,17 @@ train_app = typer.Typer(no_args_is_help=True, help="Fine-tune a DiffusionGemma w
 app.add_typer(train_app, name="train")
 
 
+def _first_error(exc: ValueError) -> str:
+    """One line for a pydantic validation error (its first problem), or the message of any other ValueError."""
+    errors = getattr(exc, "errors", None)
+    if callable(errors) and errors():
+        e = errors()[0]
+        where = ".".join(str(part) for part in e.get("loc", ()))
+        msg = e["msg"].removeprefix("Value error, ")
+        return f"{where}: {msg}" if where else msg
+    return " ".join(str(exc).split())
+
+
 def _training_setup(device: str, threads: int, **config):
     """The device to train on and the TrainConfig, with every bad option as one clear error."""
     import torch
@@ -141,7 +152,7 @@ def _training_setup(device: str, threads: int, **config):
     try:
         return device, TrainConfig(**config)
     except ValueError as exc:
-        raise DiffreasonError(" ".join(str(exc).split())) from None
+        raise DiffreasonError(_first_error(exc)) from None
 
 
 @train_app.command("sudoku")
@@ -238,14 +249,27 @@ app.add_typer(eval_app, name="eval")
 
 
 
-def _sudoku_model(model: Path | None):
+def _sudoku_model(model: Path | None, t_max: float | None = None, t_min: float | None = None):
+    """The checkpoint, with its sampler's temperature schedule overridden where asked."""
     from diffreason.model import load_model
+    from diffreason.sampler import SamplerConfig
 
     if model is None:
         if not (EMBEDDED_SUDOKU / "config.json").is_file():
             raise DiffreasonError(f"the embedded Sudoku model is missing ({EMBEDDED_SUDOKU}); pass --model DIR")
         model = EMBEDDED_SUDOKU
-    return load_model(model)
+    lm = load_model(model)
+    update = {k: v for k, v in (("t_max", t_max), ("t_min", t_min)) if v is not None}
+    if update:
+        try:
+            lm.sampler_config = SamplerConfig(**{**lm.sampler_config.model_dump(), **update})
+        except ValueError as exc:
+            raise DiffreasonError(_first_error(exc)) from None
+    return lm
+
+
+T_MAX_OPTION = typer.Option(None, "--t-max", help="temperature at the first step (default: the checkpoint's)")
+T_MIN_OPTION = typer.Option(None, "--t-min", help="temperature the schedule falls towards (default: the checkpoint's)")
 
 
 def _read_puzzles(puzzle: str | None, file: Path | None) -> list[tuple[str, list[int]]]:
@@ -291,6 +315,8 @@ def solve_sudoku(
     batch_size: int = typer.Option(64, "--batch-size"),
     watch: bool = typer.Option(False, "--watch", help="show the grid denoising live (first puzzle)"),
     as_json: bool = typer.Option(False, "--json", help="JSON lines, one object per puzzle, in input order"),
+    t_max: float = T_MAX_OPTION,
+    t_min: float = T_MIN_OPTION,
 ) -> None:
     """Solve Sudoku puzzles with a diffusion model."""
     import time
@@ -306,7 +332,7 @@ def solve_sudoku(
     if batch_size < 1:
         raise DiffreasonError(f"--batch-size must be at least 1, got {batch_size}")
     items = _read_puzzles(puzzle, file)
-    lm = _sudoku_model(model)
+    lm = _sudoku_model(model, t_max, t_min)
     sudoku.check_vocabulary(lm)
     t = time.perf_counter()
     grids = [g for _, g in items]
@@ -344,6 +370,8 @@ def eval_sudoku(
     budgets: str = typer.Option("12,24,48", "--budgets", help="step budgets; the largest is the early-stop run"),
     seed: int = typer.Option(2026, "--seed", help="generator seed of the eval puzzles"),
     out: Path = typer.Option(Path("evals/reports"), "--out", help="report directory"),
+    t_max: float = T_MAX_OPTION,
+    t_min: float = T_MIN_OPTION,
 ) -> None:
     """Solve rate vs denoising steps per tier, both modes; writes sudoku.json / .md / .png."""
     from diffreason.evals.sudoku_eval import run_eval, write_report
@@ -360,7 +388,7 @@ def eval_sudoku(
         raise DiffreasonError(f"--budgets must be comma-separated integers, got {budgets!r}") from None
     if n < 1 or not budget_list or min(budget_list) < 1:
         raise DiffreasonError("--n and every budget must be at least 1")
-    lm = _sudoku_model(model)
+    lm = _sudoku_model(model, t_max, t_min)
     sudoku.check_vocabulary(lm)
     report = run_eval(lm, tier_list, n, mode_list, budget_list, seed, progress=lambda s: err_console.print(f"done {s}"))
     command = "diffreason eval sudoku " + " ".join(sys.argv[3:]) if len(sys.argv) > 3 else "diffreason eval sudoku"

@@ -209,6 +209,8 @@ def test_cli_solve_plain_and_watch(sudoku_checkpoint):
         (["--mode", "guess", "PUZZLE"], "--mode must be one of model, verified"),
         (["--file", "/nonexistent.txt"], "does not exist"),
         (["--steps", "0", "PUZZLE"], "--steps must be at least 1"),
+        (["--t-max", "0.3", "PUZZLE"], "t_max (0.3) must be greater than t_min (0.4)"),
+        (["--t-min", "-1", "PUZZLE"], "t_min: Input should be greater than or equal to 0"),
     ],
 )
 def test_cli_solve_errors(args, message, sudoku_checkpoint):
