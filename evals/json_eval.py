@@ -53,6 +53,55 @@ def _time_limit(seconds: float):
         signal.signal(signal.SIGALRM, previous)
 
 
+def _leaves(value, path: str = ""):
+    """(path, value) for every scalar of a JSON value; array positions read '*', so items compare by role."""
+    if isinstance(value, dict):
+        for key, item in value.items():
+            yield from _leaves(item, f"{path}/{key}")
+    elif isinstance(value, list):
+        for item in value:
+            yield from _leaves(item, f"{path}/*")
+    else:
+        yield path, value
+
+
+def _bigrams(text: str) -> set[str]:
+    return {text[i : i + 2] for i in range(len(text) - 1)} or {text}
+
+
+def plausibility(value, references: list) -> float | None:
+    """How much `value` looks like the schema's real instances: over its leaves whose path occurs in a reference,
+    the mean of the best similarity to a reference leaf there — 1 for an equal value, the character-bigram Dice
+    overlap for two strings, else 0. None when no leaf path occurs in the references."""
+    by_path = collections.defaultdict(list)
+    for ref in references:
+        for path, leaf in _leaves(ref):
+            by_path[path].append(leaf)
+    scores = []
+    for path, leaf in _leaves(value):
+        if path not in by_path:
+            continue
+        best = 0.0
+        for ref in by_path[path]:
+            if type(ref) is type(leaf) and ref == leaf:
+                best = 1.0
+                break
+            if isinstance(ref, str) and isinstance(leaf, str):
+                a, b = _bigrams(ref), _bigrams(leaf)
+                best = max(best, 2 * len(a & b) / (len(a) + len(b)))
+        scores.append(best)
+    return statistics.mean(scores) if scores else None
+
+
+def _decode_filling(compiled, tokenizer, seed: int):
+    """A random filling of the template as JSON, or None if it does not parse (counted as invalid elsewhere)."""
+    try:
+        return json.loads(tokenizer.decode(compiled.random_filling(torch.Generator().manual_seed(seed)),
+                                           skip_special_tokens=True))
+    except ValueError:
+        return None
+
+
 def run_eval(files, tokenizer, model=None, fillings: int = 2, seed: int = 0, progress=None,
              compile_timeout: float = 30.0) -> dict:
     """Per collection: compiled, valid / invalid outputs; the reasons schemas were not compiled; timings.
@@ -67,6 +116,7 @@ def run_eval(files, tokenizer, model=None, fillings: int = 2, seed: int = 0, pro
     per = collections.defaultdict(lambda: collections.Counter())
     compile_us_per_pos, warm_us_per_pos, compile_ms, seconds_per_object, steps = [], [], [], [], []
     positions = 0  # canvas positions of all compiled schemas
+    plausible, plausible_random = [], []  # outputs' similarity to the valid instances (model, random fillings)
     reasons = collections.Counter()
     validator_disagreements = 0
     for path in files:
@@ -106,6 +156,11 @@ def run_eval(files, tokenizer, model=None, fillings: int = 2, seed: int = 0, pro
         t = time.perf_counter()
         compile_schema(schema, tokenizer)  # the same schema again: what a server pays per repeated request
         warm_us_per_pos.append(1e6 * (time.perf_counter() - t) / max(1, len(compiled.template)))
+        references = [test["data"] for test in data.get("tests", []) if test.get("valid")]
+        if references:  # the baseline a model's values must beat: random fillings of the same template
+            baseline = _decode_filling(compiled, tokenizer, seed)
+            if baseline is not None and (score := plausibility(baseline, references)) is not None:
+                plausible_random.append(score)
         for k in range(fillings):
             try:
                 if model is None:
@@ -118,6 +173,8 @@ def run_eval(files, tokenizer, model=None, fillings: int = 2, seed: int = 0, pro
                     steps.append(sum(result.steps))
                 jsonschema.validate(value, schema)
                 per[coll]["valid"] += 1
+                if model is not None and references and (score := plausibility(value, references)) is not None:
+                    plausible.append(score)
             except Exception:
                 per[coll]["invalid"] += 1
         if progress:
@@ -136,6 +193,8 @@ def run_eval(files, tokenizer, model=None, fillings: int = 2, seed: int = 0, pro
         "compile_ms_per_schema_mean": statistics.mean(compile_ms) if compile_ms else None,
         # total first-time compile time over total positions: what a run over the whole collection paid per position
         "compile_us_per_position_amortised": 1e3 * sum(compile_ms) / positions if positions else None,
+        "plausibility_mean": statistics.mean(plausible) if plausible else None,
+        "plausibility_random_fillings_mean": statistics.mean(plausible_random) if plausible_random else None,
         "seconds_per_object_mean": statistics.mean(seconds_per_object) if seconds_per_object else None,
         "steps_mean": statistics.mean(steps) if steps else None,
         "unsupported_top": reasons.most_common(15),
@@ -186,6 +245,13 @@ def write_report(report: dict, out_dir: str | Path, command: str) -> list[Path]:
         if report.get("compile_us_per_position_amortised") is not None:
             lines += [f"Amortised over the run (all first-time compile time / all positions, caches shared across "
                       f"schemas): {report['compile_us_per_position_amortised']:.0f} µs per position."]
+    if report.get("plausibility_random_fillings_mean") is not None:
+        model_part = (f"model outputs {report['plausibility_mean']:.2f}, " if report.get("plausibility_mean") is not None
+                      else "")
+        lines += ["", "Plausibility (over the schemas with valid instances: each output leaf's best similarity to an "
+                      "instance's leaf at the same path — 1 if equal, character-bigram overlap for strings, else 0 — "
+                      f"averaged): {model_part}random fillings of the same templates "
+                      f"{report['plausibility_random_fillings_mean']:.2f}."]
     if report.get("steps_mean") is not None:
         lines += [f"Model outputs: mean {report['steps_mean']:.1f} denoising steps per object (all canvases), "
                   f"{report['seconds_per_object_mean']:.2f} s per object."]

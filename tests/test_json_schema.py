@@ -201,6 +201,18 @@ def test_eval_json_on_a_few_bench_schemas(tmp_path):
     assert report["total"]["schemas"] == 4
     assert report["total"].get("invalid", 0) == 0  # every output of a compiled schema validates
     assert "| Glaiveai2K | 2 |" in (tmp_path / "json.md").read_text()
+    assert report["compile_us_per_position_amortised"] > 0
+    assert 0 <= report["plausibility_random_fillings_mean"] <= 1
+
+
+def test_plausibility_compares_leaves_at_the_same_path():
+    from diffreason.evals.json_eval import plausibility
+
+    refs = [{"name": "Alice", "tags": ["red", "blue"], "age": 30}]
+    assert plausibility({"name": "Alice", "tags": ["blue"], "age": 30}, refs) == 1.0
+    assert plausibility({"name": "Alicia", "age": 31}, refs) == pytest.approx((2 * 3 / (4 + 5) + 0) / 2)  # Al li ic
+    assert plausibility({"age": "30"}, refs) == 0.0  # a string is not the number
+    assert plausibility({"other": 1}, refs) is None  # no path in common
 
 
 @pytest.mark.parametrize(
