@@ -301,3 +301,16 @@ def test_embedded_checkpoint_is_a_small_diffusiongemma_that_solves_easy_puzzles(
     # the eval measures ~90 % on easy puzzles; a broken checkpoint or sampler solves none
     assert sum(r.solved for r in results) >= 8
     assert all(r.solution == "".join(map(str, p.solution)) for r, p in zip(results, puzzles) if r.solved)
+
+
+def test_temperature_sweep_reports_every_schedule_and_restores_the_sampler(sudoku_lm, tmp_path):
+    from diffreason.evals.sudoku_sweep import sweep, write
+
+    before = sudoku_lm.sampler_config
+    rows = sweep(sudoku_lm, [(0.8, 0.4), (1.5, 0.4)], ["easy"], n=2, seed=0)
+    assert sudoku_lm.sampler_config is before
+    assert [(r["t_max"], r["tier"]) for r in rows] == [(0.8, "easy"), (1.5, "easy")]
+    assert all(0 <= r["solve_rate"] <= 1 and 1 <= r["steps_median"] <= before.max_denoising_steps for r in rows)
+    write(rows, tmp_path, "cmd", "tiny", 2, 0)
+    md = (tmp_path / "sweep.md").read_text()
+    assert "| 0.8 → 0.4 |" in md and "| 1.5 → 0.4 |" in md and (tmp_path / "sweep.png").stat().st_size > 0

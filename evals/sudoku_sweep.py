@@ -1,0 +1,109 @@
+"""Temperature schedule sweep for a Sudoku checkpoint: model-mode solve rate and steps per (t_max, t_min).
+
+The renoise sampler's temperature falls linearly from t_max to t_min over the step budget; a checkpoint ships its
+schedule in generation_config.json. This picks it on a validation set (generator seed 4242, not the report's 2026):
+
+    python -m diffreason.evals.sudoku_sweep --schedules 0.8:0.4,1.2:0.4,1.5:0.4,2.0:0.4 --n 128 \\
+        --out evals/reports/sudoku_sweep
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from diffreason.evals.sudoku_eval import run_eval
+from diffreason.sampler import SamplerConfig
+
+
+def sweep(lm, schedules, tiers, n: int, seed: int) -> list[dict]:
+    base = lm.sampler_config
+    rows = []
+    for t_max, t_min in schedules:
+        lm.sampler_config = SamplerConfig(**{**base.model_dump(), "t_max": t_max, "t_min": t_min})
+        report = run_eval(lm, tiers, n, modes=("model",), budgets=(base.max_denoising_steps,), seed=seed)
+        for tier, entry in report["tiers"].items():
+            m = entry["modes"]["model"]
+            rows.append({"t_max": t_max, "t_min": t_min, "tier": tier, "solve_rate": m["solve_rate"],
+                         "steps_median": m["steps_median"], "steps_mean": m["steps_mean"]})
+    lm.sampler_config = base
+    return rows
+
+
+def write(rows: list[dict], out: Path, command: str, model: str, n: int, seed: int) -> list[Path]:
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "sweep.json").write_text(json.dumps(rows, indent=2))
+    tiers = list(dict.fromkeys(r["tier"] for r in rows))
+    schedules = list(dict.fromkeys((r["t_max"], r["t_min"]) for r in rows))
+    cell = {(r["t_max"], r["t_min"], r["tier"]): r for r in rows}
+    lines = ["# Sudoku temperature sweep (model mode)", "", f"Command: `{command}`  ",
+             f"Model: `{model}`; {n} puzzles per tier, generator seed {seed} (a validation set: the report uses 2026); "
+             "early stop within the checkpoint's step budget. Cells: solved, median steps.", "",
+             "| t_max → t_min | " + " | ".join(tiers) + " |", "|---|" + "---|" * len(tiers)]
+    for t_max, t_min in schedules:
+        lines.append(f"| {t_max:g} → {t_min:g} | " + " | ".join(
+            f"{100 * cell[t_max, t_min, t]['solve_rate']:.1f} %, {cell[t_max, t_min, t]['steps_median']:.0f}"
+            for t in tiers) + " |")
+    lines += ["", "![solve rate vs median steps](sweep.png)", ""]
+    (out / "sweep.md").write_text("\n".join(lines))
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 4.2))
+    for tier in tiers:
+        pts = [r for r in rows if r["tier"] == tier]
+        (line,) = ax.plot([r["steps_median"] for r in pts], [100 * r["solve_rate"] for r in pts], marker="o",
+                          label=tier)
+        for r in pts:
+            ax.annotate(f"{r['t_max']:g}", (r["steps_median"], 100 * r["solve_rate"]), fontsize=7,
+                        color=line.get_color(), xytext=(3, 3), textcoords="offset points")
+    ax.set_xlabel("median denoising steps")
+    ax.set_ylabel("solved (%)")
+    ax.set_title("temperature schedule (labels: t_max)")
+    ax.set_ylim(-2, 102)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(out / "sweep.png", dpi=110)
+    plt.close(fig)
+    return [out / "sweep.json", out / "sweep.md", out / "sweep.png"]
+
+
+def main(argv=None) -> None:
+    import sys
+
+    from diffreason.model import load_model
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", default="diffreason/weights/sudoku-small")
+    parser.add_argument("--schedules", default="0.8:0.4,1.2:0.4,1.5:0.4,2.0:0.4", help="t_max:t_min,...")
+    parser.add_argument("--tiers", default="medium,hard")
+    parser.add_argument("--n", type=int, default=128)
+    parser.add_argument("--seed", type=int, default=4242)
+    parser.add_argument("--out", type=Path, default=Path("evals/reports/sudoku_sweep"))
+    args = parser.parse_args(argv)
+    try:
+        schedules = [tuple(float(x) for x in s.split(":")) for s in args.schedules.split(",")]
+        if any(len(s) != 2 for s in schedules):
+            raise ValueError
+    except ValueError:
+        parser.error(f"--schedules must look like 1.2:0.4,2.0:0.4, got {args.schedules!r}")
+    for t_max, t_min in schedules:
+        try:
+            SamplerConfig(t_max=t_max, t_min=t_min)
+        except ValueError as exc:
+            parser.error(f"schedule {t_max:g}:{t_min:g}: {exc.errors()[0]['msg'].removeprefix('Value error, ')}")
+    lm = load_model(args.model)
+    rows = sweep(lm, schedules, [t for t in args.tiers.split(",") if t], args.n, args.seed)
+    command = "python -m diffreason.evals.sudoku_sweep " + " ".join(sys.argv[1:] if argv is None else argv)
+    for path in write(rows, args.out, command.strip(), args.model, args.n, args.seed):
+        print(f"wrote {path}")
+    print((args.out / "sweep.md").read_text())
+
+
+if __name__ == "__main__":
+    main()
