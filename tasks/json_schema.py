@@ -780,6 +780,8 @@ class _Compiler:
         return "(" + "|".join(f"({o})" for o in options) + ")"
 
     def string_regex(self, schema: dict, path: str) -> tuple[str, int]:
+        if "format" in schema and "pattern" in schema:  # both must hold: their intersection is not built yet
+            self.fail(f"{path}/pattern", "unsupported keyword 'pattern' together with 'format'")
         if "format" in schema:
             self.check_lengths(schema, FORMATS[schema["format"]][1:-1], "format", path)
             return FORMATS[schema["format"]], FORMAT_CHARS[schema["format"]]
@@ -1022,6 +1024,18 @@ def load_schema(schema_or_model: Any) -> dict:
     return schema
 
 
+def check_schema(schema: dict) -> None:
+    """The schema must itself be valid under its draft's metaschema (what `jsonschema.validate` checks first): no
+    output can be checked against an invalid one."""
+    import jsonschema
+
+    cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
+    error = jsonschema.exceptions.best_match(cls(cls.META_SCHEMA).iter_errors(schema))
+    if error is not None:
+        where = "/" + "/".join(str(p) for p in error.absolute_path)
+        raise SchemaError(f"the schema is not valid JSON Schema at {where}: {error.message[:200]}")
+
+
 def compile_schema(
     schema_or_model: Any, tokenizer, budget: Budget | None = None, max_depth: int = 3
 ) -> CompiledSchema:
@@ -1040,7 +1054,15 @@ def compile_schema(
     def build() -> CompiledSchema:
         compiler = _Compiler(schema, tokenizer, budget, max_depth)
         eos = CanvasTemplate.from_positions(len(tokenizer), [tokenizer.eos_token_id])
-        template = CanvasTemplate.join(compiler.template(schema) + [eos])
+        try:
+            template = CanvasTemplate.join(compiler.template(schema) + [eos])
+        except DiffreasonError:
+            raise
+        except Exception:  # a malformed schema (a string where a number goes): say where, not how it broke
+            check_schema(schema)
+            raise
+        # checked after the compiler's own errors, which say more about what it cannot do
+        check_schema(schema)
         return CompiledSchema(copy.deepcopy(schema), template, tuple(dict.fromkeys(compiler.fixed)))
 
     if key is None:

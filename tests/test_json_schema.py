@@ -648,3 +648,17 @@ def test_not_of_not_and_not_beside_an_enum(schema):
     compiled = compile_schema(schema, TOK)
     for seed in range(6):
         jsonschema.validate(fill_and_parse(compiled, seed), schema)
+
+
+@pytest.mark.parametrize("schema, message", [
+    ({"$schema": "http://json-schema.org/draft-04/schema#", "type": "string", "enum": ["a", "a"]},
+     "the schema is not valid JSON Schema at /enum"),
+    ({"type": "object", "properties": {"n": {"type": "integer", "minimum": "zero"}}},
+     "the schema is not valid JSON Schema at /properties/n/minimum"),
+    ({"type": "string", "format": "uri", "pattern": "^https://"},
+     "unsupported keyword 'pattern' together with 'format' at /pattern"),
+])
+def test_schemas_no_output_could_satisfy_are_refused(schema, message):
+    """An invalid schema (no validator accepts anything against it) or a format that would ignore its pattern."""
+    with pytest.raises(SchemaError, match=re.escape(message)):
+        compile_schema(schema, TOK)
