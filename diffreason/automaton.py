@@ -173,7 +173,10 @@ class _OutlinesTokenizer:
     def __init__(self, tokenizer):
         self.tokenizer = tokenizer
         self.vocabulary = tokenizer.get_vocab()
-        self.special_tokens = set(tokenizer.all_special_tokens)
+        # every special token, the added ones too (image markers): decoding drops them, so none may spell a value
+        self.special_tokens = set(tokenizer.all_special_tokens) | {
+            t.content for t in getattr(tokenizer, "added_tokens_decoder", {}).values() if t.special
+        }
         self.eos_token_id = tokenizer.eos_token_id
         self._key = (tokenizer.name_or_path, len(self.vocabulary), tuple(sorted(self.vocabulary.items())[:50]))
 

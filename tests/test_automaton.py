@@ -147,3 +147,10 @@ def test_automaton_is_stored_as_its_moves():
     assert a.step(a.initial, TOK.convert_tokens_to_ids("x")) == -1
     encode = lambda text: TOK.encode(text, add_special_tokens=False)  # noqa: E731
     assert a.accepts(encode("42")) and not a.accepts(encode("4"))
+
+
+def test_added_special_tokens_never_spell_a_value():
+    """'<start_of_image>' is 16 characters a class like [0-z] allows; decoding drops it, so it must not be allowed."""
+    marker = TOK.convert_tokens_to_ids("<start_of_image>")
+    a = TokenAutomaton.from_regex(r"[0-z]{16,20}", TOK)
+    assert int((a.tok == marker).sum()) == 0
