@@ -74,11 +74,16 @@ def generate(
     lm = model if isinstance(model, DiffusionLM) else load_model(model)
     template, compiled = constraint_template(lm.tokenizer, lm.canvas_length, json_schema=load_schema(schema_or_model))
     result = Engine(lm, sampler).generate(prompt, template=template, seed=seed)
+    import jsonschema
+
     try:
         value = json.loads(result.text)
         compiled.validate(value)
-    except Exception as exc:  # would be a compiler bug: the template guarantees validity
+    except (ValueError, jsonschema.ValidationError) as exc:  # a compiler bug: the template guarantees validity
         raise DiffreasonError(f"internal error: output {result.text!r} does not validate: {exc}") from None
+    except Exception as exc:  # jsonschema itself fails on this schema (e.g. a $ref into a non-schema)
+        raise DiffreasonError(f"jsonschema cannot evaluate this schema ({type(exc).__name__}: {exc}); the output, "
+                              f"unchecked: {result.text}") from None
     if isinstance(schema_or_model, type) and hasattr(schema_or_model, "model_validate"):
         value = schema_or_model.model_validate(value)
     return value, result

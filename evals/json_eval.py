@@ -171,12 +171,21 @@ def run_eval(files, tokenizer, model=None, fillings: int = 2, seed: int = 0, pro
                     value, result = generate(model, schema, prompt=prompt_of(schema), seed=seed + k)
                     seconds_per_object.append(time.perf_counter() - t)
                     steps.append(sum(result.steps))
+            except Exception as exc:
+                unjudged = "jsonschema cannot evaluate" in str(exc)  # generate() says so
+                per[coll]["unjudged" if unjudged else "invalid"] += 1
+                continue
+            try:
                 jsonschema.validate(value, schema)
-                per[coll]["valid"] += 1
-                if model is not None and references and (score := plausibility(value, references)) is not None:
-                    plausible.append(score)
-            except Exception:
+            except jsonschema.ValidationError:
                 per[coll]["invalid"] += 1
+                continue
+            except Exception:  # jsonschema itself fails on this schema: the output cannot be judged either way
+                per[coll]["unjudged"] += 1
+                continue
+            per[coll]["valid"] += 1
+            if model is not None and references and (score := plausibility(value, references)) is not None:
+                plausible.append(score)
         if progress:
             progress()
     total = collections.Counter()
@@ -235,6 +244,10 @@ def write_report(report: dict, out_dir: str | Path, command: str) -> list[Path]:
         outputs = c.get("valid", 0) + c.get("invalid", 0)
         validity = f"{100 * c.get('valid', 0) / outputs:.1f} %" if outputs else "—"
         lines.append(f"| {name} | {n} | {compiled} ({100 * compiled / n:.1f} %) | {c.get('fixed', 0)} | {validity} |")
+    unjudged = report["total"].get("unjudged", 0)
+    if unjudged:
+        lines += ["", f"{unjudged} output(s) could not be judged: jsonschema itself fails on their schema (e.g. a $ref "
+                      "into something that is not a schema); they count neither as valid nor as invalid."]
     med = report["compile_us_per_position_median"]
     if med:
         lines += ["", f"Compile time (first time a schema is seen): median {med:.0f} µs per canvas position; "
