@@ -157,7 +157,7 @@ def run_eval(files, tokenizer, model=None, fillings: int = 2, seed: int = 0, pro
         compile_schema(schema, tokenizer)  # the same schema again: what a server pays per repeated request
         warm_us_per_pos.append(1e6 * (time.perf_counter() - t) / max(1, len(compiled.template)))
         references = [test["data"] for test in data.get("tests", []) if test.get("valid")]
-        if references:  # the baseline a model's values must beat: random fillings of the same template
+        if references and model is not None:  # the baseline a model's values must beat: random fillings
             baseline = _decode_filling(compiled, tokenizer, seed)
             if baseline is not None and (score := plausibility(baseline, references)) is not None:
                 plausible_random.append(score)
@@ -184,8 +184,8 @@ def run_eval(files, tokenizer, model=None, fillings: int = 2, seed: int = 0, pro
                 per[coll]["unjudged"] += 1
                 continue
             per[coll]["valid"] += 1
-            if model is not None and references and (score := plausibility(value, references)) is not None:
-                plausible.append(score)
+            if references and (score := plausibility(value, references)) is not None:
+                (plausible if model is not None else plausible_random).append(score)
         if progress:
             progress()
     total = collections.Counter()
