@@ -93,13 +93,10 @@ def plausibility(value, references: list) -> float | None:
     return statistics.mean(scores) if scores else None
 
 
-def _decode_filling(compiled, tokenizer, seed: int):
-    """A random filling of the template as JSON, or None if it does not parse (counted as invalid elsewhere)."""
-    try:
-        return json.loads(tokenizer.decode(compiled.random_filling(torch.Generator().manual_seed(seed)),
-                                           skip_special_tokens=True))
-    except ValueError:
-        return None
+def _random_value(compiled, tokenizer, seed: int):
+    """A random filling of the template, as the engine commits one, parsed as JSON (ValueError if it does not parse)."""
+    tokens = compiled.random_filling(torch.Generator().manual_seed(seed))
+    return json.loads(tokenizer.decode(tokens, skip_special_tokens=True))
 
 
 def run_eval(files, tokenizer, model=None, fillings: int = 2, seed: int = 0, progress=None,
@@ -158,14 +155,13 @@ def run_eval(files, tokenizer, model=None, fillings: int = 2, seed: int = 0, pro
         warm_us_per_pos.append(1e6 * (time.perf_counter() - t) / max(1, len(compiled.template)))
         references = [test["data"] for test in data.get("tests", []) if test.get("valid")]
         if references and model is not None:  # the baseline a model's values must beat: random fillings
-            baseline = _decode_filling(compiled, tokenizer, seed)
-            if baseline is not None and (score := plausibility(baseline, references)) is not None:
-                plausible_random.append(score)
+            with contextlib.suppress(ValueError):  # an unparsable filling is counted below, as an invalid output
+                if (score := plausibility(_random_value(compiled, tokenizer, seed), references)) is not None:
+                    plausible_random.append(score)
         for k in range(fillings):
             try:
                 if model is None:
-                    tokens = compiled.random_filling(torch.Generator().manual_seed(seed + k))
-                    value = json.loads(tokenizer.decode(tokens, skip_special_tokens=True))
+                    value = _random_value(compiled, tokenizer, seed + k)
                 else:
                     t = time.perf_counter()
                     value, result = generate(model, schema, prompt=prompt_of(schema), seed=seed + k)

@@ -99,6 +99,16 @@ def run_eval(
     return report
 
 
+def style_solve_rate_axes(ax, xlabel: str, title: str) -> None:
+    """The look every Sudoku plot shares: solved (%) from 0 to 100 against steps."""
+    ax.set_title(title)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel("solved (%)")
+    ax.set_ylim(-2, 102)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+
+
 def write_report(report: dict, out_dir: str | Path, command: str) -> list[Path]:
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -154,12 +164,7 @@ def write_report(report: dict, out_dir: str | Path, command: str) -> list[Path]:
             (line,) = ax.plot(ks, [100 * v for v in m["solved_within"]], label=f"{tier} (early stop)")
             ax.scatter(budgets, [100 * m["solve_rate_at_budget"][str(b)] for b in budgets], color=line.get_color(),
                        marker="o", s=25)
-        ax.set_title(f"mode: {mode}  (dots: fixed budgets)")
-        ax.set_xlabel("denoising steps")
-        ax.set_ylabel("solved (%)")
-        ax.set_ylim(-2, 102)
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize=8)
+        style_solve_rate_axes(ax, "denoising steps", f"mode: {mode}  (dots: fixed budgets)")
     fig.tight_layout()
     png_path = out_dir / "sudoku.png"
     fig.savefig(png_path, dpi=110)

@@ -13,7 +13,7 @@ import argparse
 import json
 from pathlib import Path
 
-from diffreason.evals.sudoku_eval import run_eval
+from diffreason.evals.sudoku_eval import run_eval, style_solve_rate_axes
 from diffreason.sampler import SamplerConfig
 
 
@@ -61,12 +61,7 @@ def write(rows: list[dict], out: Path, command: str, model: str, n: int, seed: i
         for r in pts:
             ax.annotate(f"{r['t_max']:g}", (r["steps_median"], 100 * r["solve_rate"]), fontsize=7,
                         color=line.get_color(), xytext=(3, 3), textcoords="offset points")
-    ax.set_xlabel("median denoising steps")
-    ax.set_ylabel("solved (%)")
-    ax.set_title("temperature schedule (labels: t_max)")
-    ax.set_ylim(-2, 102)
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
+    style_solve_rate_axes(ax, "median denoising steps", "temperature schedule (labels: t_max)")
     fig.tight_layout()
     fig.savefig(out / "sweep.png", dpi=110)
     plt.close(fig)
