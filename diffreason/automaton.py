@@ -16,6 +16,8 @@ wherever position-wise constraints can.
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -53,8 +55,9 @@ class TokenAutomaton:
         return sum(t.numel() * t.element_size() for t in (self.src, self.tok, self.dst, self.accepting))
 
     @classmethod
-    def from_regex(cls, regex: str, tokenizer) -> "TokenAutomaton":
-        return _from_regex_cached(regex, _OutlinesTokenizer.wrap(tokenizer))
+    def from_regex(cls, regex: str, tokenizer, intersections: "Intersections" = ()) -> "TokenAutomaton":
+        """`intersections`: (placeholder character, regexes) pairs; see `Intersections`."""
+        return _from_regex_cached(regex, _OutlinesTokenizer.wrap(tokenizer), tuple(intersections))
 
     @classmethod
     def from_moves(cls, src, tok, dst, accepting: torch.Tensor, initial: int, vocab_size: int) -> "TokenAutomaton":
@@ -295,20 +298,103 @@ def _patch_interegular() -> None:
             cls.to_fsm = _memoised_to_fsm(cls.to_fsm)
 
 
-def _token_index(regex: str, tokenizer: _OutlinesTokenizer):
+# Regex syntax has no intersection, and JSON Schema needs one: `pattern`, `format` and `minLength` must all hold.
+# A caller writes a placeholder character where an intersection stands and passes, as `intersections`, pairs
+# (placeholder, (regex, regex, ...)): the placeholder's leaf in the parsed regex is replaced by a node whose automaton
+# is the product of its regexes' automata. A regex passed without intersections is read as written.
+Intersections = tuple[tuple[str, tuple[str, ...]], ...]
+
+
+@functools.cache
+def _intersection_node_cls():
+    from interegular.fsm import FSM, Alphabet
+    from interegular.patterns import REFlags, _Repeatable
+
+    @dataclass(frozen=True)
+    class _Intersection(_Repeatable):
+        """The strings every part matches (an interegular pattern node, built into the parts' FSM product)."""
+
+        parts: tuple
+        __slots__ = ("parts",)
+
+        def _get_alphabet(self, flags):
+            return Alphabet.union(*(part.get_alphabet(flags) for part in self.parts))[0]
+
+        def _get_prefix_postfix(self):
+            return 0, 0
+
+        def _get_lengths(self):
+            highs = [part.lengths[1] for part in self.parts if part.lengths[1] is not None]
+            return max(part.lengths[0] for part in self.parts), min(highs) if highs else None
+
+        def to_fsm(self, alphabet=None, prefix_postfix=None, flags=REFlags(0)):
+            alphabet = alphabet if alphabet is not None else self.get_alphabet(flags)
+            return FSM.intersection(*(part.to_fsm(alphabet, (0, 0), flags) for part in self.parts))
+
+        def simplify(self):
+            return self
+
+    return _Intersection
+
+
+def _substitute(node, leaves: dict):
+    """`node` (a parsed regex) with every one-character leaf that is a key of `leaves` replaced by its value."""
+    from interegular.patterns import _BasePattern, _CharGroup, _NonCapturing
+
+    if isinstance(node, _CharGroup):
+        if not node.negated and len(node.chars) == 1:
+            return leaves.get(next(iter(node.chars)), node)
+        return node
+    changes = {}
+    for field in dataclasses.fields(node):
+        value = getattr(node, field.name)
+        if isinstance(value, tuple):
+            new = tuple(_substitute(v, leaves) if isinstance(v, (_BasePattern, _NonCapturing)) else v for v in value)
+        elif isinstance(value, (_BasePattern, _NonCapturing)):
+            new = _substitute(value, leaves)
+        else:
+            continue
+        if new != value:
+            changes[field.name] = new
+    return dataclasses.replace(node, **changes) if changes else node
+
+
+def _parse(regex: str, intersections: Intersections):
+    import interegular
+
+    pattern = interegular.parse_pattern(regex)
+    if intersections:
+        node = _intersection_node_cls()
+        leaves = {mark: node(tuple(_parse(part, ()) for part in parts)) for mark, parts in intersections}
+        pattern = _substitute(pattern, leaves)
+    return pattern
+
+
+def _char_fsm(regex: str, intersections: Intersections = ()):
+    _patch_interegular()
+    _PARTS.memo = {}
+    try:
+        return _parse(regex, intersections).to_fsm()
+    finally:
+        _PARTS.memo = None
+
+
+def matches_nothing(regex: str, intersections: Intersections = ()) -> bool:
+    """Is the language of `regex` (with its intersections) empty? Character-level, so cheaper than an automaton."""
+    try:
+        return _char_fsm(regex, intersections).empty()
+    except AutomatonTooLarge:
+        return False  # the automaton build reports it
+
+
+def _token_index(regex: str, tokenizer: _OutlinesTokenizer, intersections: Intersections = ()):
     """outlines-core's regex → token index (`create_states_mapping`) without its FSM minimisation: interegular's
     `reduce()` (two subset constructions over the reversed automaton) costs minutes on the bounded repeats JSON
     values are made of, and an unminimised DFA accepts the same language (the slot work below is linear in its
     moves either way)."""
-    import interegular
     from outlines_core.fsm.regex import create_fsm_index_tokenizer, make_byte_level_fsm, make_deterministic_fsm
 
-    _patch_interegular()
-    _PARTS.memo = {}
-    try:
-        char_fsm = interegular.parse_pattern(regex).to_fsm()
-    finally:
-        _PARTS.memo = None
+    char_fsm = _char_fsm(regex, intersections)
     byte_fsm, _ = make_deterministic_fsm(make_byte_level_fsm(char_fsm, keep_utf8=True))
     index, _empty = create_fsm_index_tokenizer(byte_fsm, tokenizer)
     return index
@@ -341,14 +427,14 @@ class BytesLRU:
 _AUTOMATA = BytesLRU(512 * 2**20)
 
 
-def _from_regex_cached(regex: str, tokenizer: _OutlinesTokenizer) -> TokenAutomaton:
-    return _AUTOMATA.get((regex, tokenizer), lambda: _from_regex(regex, tokenizer),
+def _from_regex_cached(regex: str, tokenizer: _OutlinesTokenizer, intersections: Intersections = ()) -> TokenAutomaton:
+    return _AUTOMATA.get((regex, tokenizer, intersections), lambda: _from_regex(regex, tokenizer, intersections),
                          lambda a: a.nbytes)
 
 
-def _from_regex(regex: str, tokenizer: _OutlinesTokenizer) -> TokenAutomaton:
+def _from_regex(regex: str, tokenizer: _OutlinesTokenizer, intersections: Intersections = ()) -> TokenAutomaton:
     try:
-        index = _token_index(regex, tokenizer)
+        index = _token_index(regex, tokenizer, intersections)
     except AutomatonTooLarge:
         raise
     except Exception as exc:  # interegular / outlines raise several types for unsupported constructs

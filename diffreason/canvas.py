@@ -82,9 +82,10 @@ class CanvasTemplate:
         return cls(vocab_size, torch.full((length,), FREE, dtype=torch.long))
 
     @classmethod
-    def from_regex(cls, regex: str, tokenizer, length: int) -> "CanvasTemplate":
-        """A slot of exactly `length` tokens holding a string of `regex`, padded with the tokenizer's pad token."""
-        return _regex_slot(regex, tokenizer, length)
+    def from_regex(cls, regex: str, tokenizer, length: int, intersections=()) -> "CanvasTemplate":
+        """A slot of exactly `length` tokens holding a string of `regex`, padded with the tokenizer's pad token.
+        `intersections`: placeholders in `regex` standing for intersections of regexes (`automaton.Intersections`)."""
+        return _regex_slot(regex, tokenizer, length, tuple(intersections))
 
     @classmethod
     def from_positions(cls, vocab_size: int, positions: Iterable[int | Iterable[int] | None]) -> "CanvasTemplate":
@@ -353,13 +354,14 @@ class CanvasConstraint:
 _SLOTS = BytesLRU(512 * 2**20)
 
 
-def _regex_slot(regex: str, tokenizer, length: int) -> CanvasTemplate:
-    return _SLOTS.get((regex, tokenizer, length), lambda: _build_regex_slot(regex, tokenizer, length),
+def _regex_slot(regex: str, tokenizer, length: int, intersections=()) -> CanvasTemplate:
+    return _SLOTS.get((regex, tokenizer, length, intersections),
+                      lambda: _build_regex_slot(regex, tokenizer, length, intersections),
                       lambda t: t.masks.numel() + t.slots[0].backward.numel())
 
 
-def _build_regex_slot(regex: str, tokenizer, length: int) -> CanvasTemplate:
-    automaton = TokenAutomaton.from_regex(regex, tokenizer).with_padding(tokenizer.pad_token_id)
+def _build_regex_slot(regex: str, tokenizer, length: int, intersections=()) -> CanvasTemplate:
+    automaton = TokenAutomaton.from_regex(regex, tokenizer, intersections).with_padding(tokenizer.pad_token_id)
     allowed, _, backward = automaton.slot_sets(length)
     masks, index = torch.unique(allowed, dim=0, return_inverse=True)
     slot = Slot(0, length, automaton, backward)

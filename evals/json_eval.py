@@ -23,7 +23,7 @@ from pathlib import Path
 import jsonschema
 import torch
 
-from diffreason.tasks.json_schema import SchemaError, compile_schema
+from diffreason.tasks.json_schema import SchemaError, compile_schema, validator
 
 
 def collection_of(name: str) -> str:
@@ -172,12 +172,12 @@ def run_eval(files, tokenizer, model=None, fillings: int = 2, seed: int = 0, pro
                 per[coll]["unjudged" if unjudged else "invalid"] += 1
                 continue
             try:
-                jsonschema.validate(value, schema)
-            except jsonschema.ValidationError:
-                per[coll]["invalid"] += 1
-                continue
+                valid = validator(schema).is_valid(value)  # formats checked too
             except Exception:  # jsonschema itself fails on this schema: the output cannot be judged either way
                 per[coll]["unjudged"] += 1
+                continue
+            if not valid:
+                per[coll]["invalid"] += 1
                 continue
             per[coll]["valid"] += 1
             if references and (score := plausibility(value, references)) is not None:

@@ -1,9 +1,10 @@
-"""Temperature schedule sweep for a Sudoku checkpoint: model-mode solve rate and steps per (t_max, t_min).
+"""Sampler schedule sweep for a Sudoku checkpoint: model-mode solve rate and steps per (t_max, t_min, step budget).
 
-The renoise sampler's temperature falls linearly from t_max to t_min over the step budget; a checkpoint ships its
-schedule in generation_config.json. This picks it on a validation set (generator seed 4242, not the report's 2026):
+The renoise sampler's temperature falls linearly from t_max to t_min over the step budget, so a shorter budget also
+cools faster (and stops earlier); a checkpoint ships its schedule in generation_config.json. This picks it on a
+validation set (generator seed 4242, not the report's 2026):
 
-    python -m diffreason.evals.sudoku_sweep --schedules 0.8:0.4,1.2:0.4,1.5:0.4,2.0:0.4 --n 128 \\
+    python -m diffreason.evals.sudoku_sweep --schedules 0.8:0.4,1.5:0.4,1.5:0.4:16,2.0:0.4:24 --n 128 \\
         --out evals/reports/sudoku_sweep
 """
 
@@ -20,30 +21,44 @@ from diffreason.sampler import SamplerConfig
 def sweep(lm, schedules, tiers, n: int, seed: int) -> list[dict]:
     base = lm.sampler_config
     rows = []
-    for t_max, t_min in schedules:
-        lm.sampler_config = SamplerConfig(**{**base.model_dump(), "t_max": t_max, "t_min": t_min})
-        report = run_eval(lm, tiers, n, modes=("model",), budgets=(base.max_denoising_steps,), seed=seed)
+    for t_max, t_min, max_steps in schedules:
+        max_steps = max_steps or base.max_denoising_steps
+        lm.sampler_config = SamplerConfig(**{**base.model_dump(), "t_max": t_max, "t_min": t_min,
+                                             "max_denoising_steps": max_steps})
+        report = run_eval(lm, tiers, n, modes=("model",), budgets=(max_steps,), seed=seed)
         for tier, entry in report["tiers"].items():
             m = entry["modes"]["model"]
-            rows.append({"t_max": t_max, "t_min": t_min, "tier": tier, "solve_rate": m["solve_rate"],
+            rows.append({"t_max": t_max, "t_min": t_min, "max_steps": max_steps, "tier": tier,
+                         "solve_rate": m["solve_rate"],
                          "steps_median": m["steps_median"], "steps_mean": m["steps_mean"]})
     lm.sampler_config = base
     return rows
+
+
+def _parse_schedule(text: str) -> tuple[float, float, int | None]:
+    parts = text.split(":")
+    if len(parts) not in (2, 3):
+        raise ValueError(text)
+    return float(parts[0]), float(parts[1]), int(parts[2]) if len(parts) == 3 else None
+
+
+def _schedule(row: dict) -> tuple[float, float, int]:
+    return row["t_max"], row["t_min"], row.get("max_steps", 48)  # rows written before budgets were swept: 48
 
 
 def write(rows: list[dict], out: Path, command: str, model: str, n: int, seed: int) -> list[Path]:
     out.mkdir(parents=True, exist_ok=True)
     (out / "sweep.json").write_text(json.dumps(rows, indent=2))
     tiers = list(dict.fromkeys(r["tier"] for r in rows))
-    schedules = list(dict.fromkeys((r["t_max"], r["t_min"]) for r in rows))
-    cell = {(r["t_max"], r["t_min"], r["tier"]): r for r in rows}
-    lines = ["# Sudoku temperature sweep (model mode)", "", f"Command: `{command}`  ",
+    schedules = list(dict.fromkeys(_schedule(r) for r in rows))
+    cell = {(*_schedule(r), r["tier"]): r for r in rows}
+    lines = ["# Sudoku sampler schedule sweep (model mode)", "", f"Command: `{command}`  ",
              f"Model: `{model}`; {n} puzzles per tier, generator seed {seed} (a validation set: the report uses 2026); "
-             "early stop within the checkpoint's step budget. Cells: solved, median steps.", "",
-             "| t_max → t_min | " + " | ".join(tiers) + " |", "|---|" + "---|" * len(tiers)]
-    for t_max, t_min in schedules:
-        lines.append(f"| {t_max:g} → {t_min:g} | " + " | ".join(
-            f"{100 * cell[t_max, t_min, t]['solve_rate']:.1f} %, {cell[t_max, t_min, t]['steps_median']:.0f}"
+             "early stop within the step budget, over which the temperature falls. Cells: solved, median steps.", "",
+             "| t_max → t_min | step budget | " + " | ".join(tiers) + " |", "|---|---|" + "---|" * len(tiers)]
+    for schedule in schedules:
+        lines.append(f"| {schedule[0]:g} → {schedule[1]:g} | {schedule[2]} | " + " | ".join(
+            f"{100 * cell[*schedule, t]['solve_rate']:.1f} %, {cell[*schedule, t]['steps_median']:.0f}"
             for t in tiers) + " |")
     lines += ["", "![solve rate vs median steps](sweep.png)", ""]
     (out / "sweep.md").write_text("\n".join(lines))
@@ -59,9 +74,9 @@ def write(rows: list[dict], out: Path, command: str, model: str, n: int, seed: i
         (line,) = ax.plot([r["steps_median"] for r in pts], [100 * r["solve_rate"] for r in pts], marker="o",
                           label=tier)
         for r in pts:
-            ax.annotate(f"{r['t_max']:g}", (r["steps_median"], 100 * r["solve_rate"]), fontsize=7,
+            ax.annotate(f"{r['t_max']:g}/{_schedule(r)[2]}", (r["steps_median"], 100 * r["solve_rate"]), fontsize=7,
                         color=line.get_color(), xytext=(3, 3), textcoords="offset points")
-    style_solve_rate_axes(ax, "median denoising steps", "temperature schedule (labels: t_max)")
+    style_solve_rate_axes(ax, "median denoising steps", "sampler schedule (labels: t_max / step budget)")
     fig.tight_layout()
     fig.savefig(out / "sweep.png", dpi=110)
     plt.close(fig)
@@ -75,23 +90,23 @@ def main(argv=None) -> None:
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", default="diffreason/weights/sudoku-small")
-    parser.add_argument("--schedules", default="0.8:0.4,1.2:0.4,1.5:0.4,2.0:0.4", help="t_max:t_min,...")
+    parser.add_argument("--schedules", default="0.8:0.4,1.2:0.4,1.5:0.4,2.0:0.4",
+                        help="t_max:t_min[:max_steps],... (max_steps: the checkpoint's budget when left out)")
     parser.add_argument("--tiers", default="medium,hard")
     parser.add_argument("--n", type=int, default=128)
     parser.add_argument("--seed", type=int, default=4242)
     parser.add_argument("--out", type=Path, default=Path("evals/reports/sudoku_sweep"))
     args = parser.parse_args(argv)
     try:
-        schedules = [tuple(float(x) for x in s.split(":")) for s in args.schedules.split(",")]
-        if any(len(s) != 2 for s in schedules):
-            raise ValueError
+        schedules = [_parse_schedule(s) for s in args.schedules.split(",")]
     except ValueError:
-        parser.error(f"--schedules must look like 1.2:0.4,2.0:0.4, got {args.schedules!r}")
-    for t_max, t_min in schedules:
+        parser.error(f"--schedules must look like 1.2:0.4,2.0:0.4:16, got {args.schedules!r}")
+    for t_max, t_min, max_steps in schedules:
         try:
-            SamplerConfig(t_max=t_max, t_min=t_min)
+            SamplerConfig(t_max=t_max, t_min=t_min, max_denoising_steps=48 if max_steps is None else max_steps)
         except ValueError as exc:
-            parser.error(f"schedule {t_max:g}:{t_min:g}: {exc.errors()[0]['msg'].removeprefix('Value error, ')}")
+            parser.error(f"schedule {t_max:g}:{t_min:g}{'' if max_steps is None else f':{max_steps}'}: "
+                         f"{exc.errors()[0]['msg'].removeprefix('Value error, ')}")
     lm = load_model(args.model)
     rows = sweep(lm, schedules, [t for t in args.tiers.split(",") if t], args.n, args.seed)
     command = "python -m diffreason.evals.sudoku_sweep " + " ".join(sys.argv[1:] if argv is None else argv)

@@ -28,7 +28,7 @@ from dataclasses import astuple, dataclass
 from pathlib import Path
 from typing import Any
 
-from diffreason.automaton import AutomatonTooLarge, BytesLRU
+from diffreason.automaton import AutomatonTooLarge, BytesLRU, matches_nothing
 from diffreason.canvas import CanvasTemplate
 from diffreason.errors import DiffreasonError, TemplateError
 from diffreason.tasks.json_pattern import STRING_CHAR, PatternError, PatternLengthError, pattern_to_json_regex
@@ -91,11 +91,14 @@ SUPPORTED = {
     "boolean": {"type", "enum", "const"},
     "null": {"type", "enum", "const"},
 }
+# Calendar dates (what a format checker's date.fromisoformat accepts): 31-, 30-day months and February to the 28th.
+_DATE = (r"[1-9][0-9]{3}-((0[13578]|1[02])-(0[1-9]|[12][0-9]|3[01])|(0[469]|11)-(0[1-9]|[12][0-9]|30)"
+         r"|02-(0[1-9]|1[0-9]|2[0-8]))")
 FORMATS = {
-    "date": r'"[0-9]{4}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])"',
-    "time": r'"([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](\.[0-9]{1,3})?(Z|[+-]([01][0-9]|2[0-3]):[0-5][0-9])?"',
-    "date-time": r'"[0-9]{4}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])T([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9]'
-    r'(\.[0-9]{1,3})?(Z|[+-]([01][0-9]|2[0-3]):[0-5][0-9])"',
+    "date": f'"{_DATE}"',
+    "time": r'"([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](\.[0-9]{1,3})?(Z|[+-]([01][0-9]|2[0-3]):[0-5][0-9])"',  # RFC 3339
+    "date-time": f'"{_DATE}T' + r'([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](\.[0-9]{1,3})?'
+                 r'(Z|[+-]([01][0-9]|2[0-3]):[0-5][0-9])"',
     "uuid": r'"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"',
     "email": r'"[a-z0-9]([a-z0-9._+-]{0,20}[a-z0-9])?@[a-z0-9]([a-z0-9-]{0,20}[a-z0-9])?(\.[a-z]{2,6}){1,2}"',
     "uri": r'"https?://[a-z0-9]([a-z0-9-]{0,20}[a-z0-9])?(\.[a-z0-9-]{1,20}){0,3}(/[a-zA-Z0-9._~-]{1,16}){0,4}"',
@@ -105,6 +108,12 @@ FORMATS["hostname"] = r'"[a-z0-9]([a-z0-9-]{0,20}[a-z0-9])?(\.[a-z0-9]([a-z0-9-]
 FORMATS["ipv4"] = r'"((25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])\.){3}(25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])"'
 for _name in ("uri-reference", "iri", "iri-reference"):  # an absolute http(s) URI is each of these
     FORMATS[_name] = FORMATS["uri"]
+# The formats JSON Schema defines. Others (vendor formats: "path", "topic", ...) only annotate: no validator checks
+# them, so neither do we.
+SPEC_FORMATS = {
+    "date-time", "date", "time", "duration", "email", "idn-email", "hostname", "idn-hostname", "ipv4", "ipv6", "uri",
+    "uri-reference", "iri", "iri-reference", "uuid", "uri-template", "json-pointer", "relative-json-pointer", "regex",
+}
 FORMAT_CHARS = {"date": 12, "time": 22, "date-time": 32, "uuid": 38, "email": 52, "uri": 80, "hostname": 92, "ipv4": 17,
                 "uri-reference": 80, "iri": 80, "iri-reference": 80, "url": 80}
 # Generated strings use printable ASCII (STRING_CHAR, a sound subset of JSON strings: lengths count exactly, no
@@ -209,16 +218,34 @@ class _Compiler:
         self._validator = None
         self.fixed: list[str] = []  # choices the template makes for the model (see `template`)
         self.forced = 0  # how many members / items written for the model enclose the current value
+        self.intersections: dict[tuple[str, ...], str] = {}  # regexes that must all hold → their placeholder
+
+    def intersect(self, *regexes: str) -> str:
+        """A stand-in for the strings all `regexes` match (regex syntax has no intersection): a placeholder character
+        from Unicode's private use plane 15, which value regexes never contain (they write non-ASCII as escapes);
+        `slot` hands the automaton what each placeholder stands for (see automaton.Intersections)."""
+        if regexes not in self.intersections:
+            self.intersections[regexes] = chr(0xF0000 + len(self.intersections))
+        return self.intersections[regexes]
+
+    def regex_size(self, regex: str) -> int:
+        """The length of `regex` with each placeholder counted as the regexes it stands for."""
+        return len(regex) + sum(regex.count(mark) * (sum(map(len, parts)) - 1)
+                                for parts, mark in self.intersections.items())
 
     # -- helpers ----------------------------------------------------------------------------------------------------
+
+    def fix(self, choice: str) -> None:
+        """Record a choice the template makes for the model (once, however often the part is compiled)."""
+        if choice not in self.fixed:
+            self.fixed.append(choice)
 
     def valid(self, value: Any, node: dict) -> bool:
         """Does `value` validate against `node` (a part of the root schema; its $refs resolve against the root)?"""
         import jsonschema
 
         if self._validator is None:
-            cls = jsonschema.validators.validator_for(self.root, default=jsonschema.Draft202012Validator)
-            self._validator = cls(self.root)
+            self._validator = validator(self.root)
         try:
             return self._validator.evolve(schema=node).is_valid(value)
         except Exception:  # an unresolvable reference or a malformed keyword: not a value we can vouch for
@@ -405,10 +432,11 @@ class _Compiler:
         return self.budget.max_regex * (10 if "enum" in resolved or "const" in resolved else 1)
 
     def slot(self, regex: str, length: int, path: str, limit: int | None = None) -> CanvasTemplate:
-        if len(regex) > (limit or self.budget.max_regex):
-            self.fail(path, f"value too complex for one slot ({len(regex)}-character regex)")
+        if self.regex_size(regex) > (limit or self.budget.max_regex):
+            self.fail(path, f"value too complex for one slot ({self.regex_size(regex)}-character regex)")
+        intersections = tuple((mark, parts) for parts, mark in self.intersections.items() if mark in regex)
         try:
-            return CanvasTemplate.from_regex(regex, self.tokenizer, min(length, self.budget.max_slot))
+            return CanvasTemplate.from_regex(regex, self.tokenizer, min(length, self.budget.max_slot), intersections)
         except AutomatonTooLarge as exc:
             self.fail(path, f"value too complex for one slot ({exc})")
         except TemplateError as exc:
@@ -420,8 +448,9 @@ class _Compiler:
         """(regex, length budget in tokens) of any value of `schema`. Stops early once the regex is longer than any
         slot takes: nested anyOf over recursive objects would otherwise grow it exponentially."""
         regex, length = self._value_regex(schema, path, seen)
-        if len(regex) > 10 * self.budget.max_regex:
-            raise _TooComplex(f"value too complex for one slot ({len(regex)}-character regex) at {path or '#'}")
+        if self.regex_size(regex) > 10 * self.budget.max_regex:
+            raise _TooComplex(f"value too complex for one slot ({self.regex_size(regex)}-character regex) "
+                              f"at {path or '#'}")
         return regex, length
 
     def _value_regex(self, schema: Any, path: str, seen: tuple = ()) -> tuple[str, int]:
@@ -727,14 +756,15 @@ class _Compiler:
                 continue
             if key in GENERIC or key in APPLIES[kind]:
                 self.fail(f"{path}/{key}", f"unsupported keyword {key!r} for type {kind!r}")
-        if kind == "string" and "format" in schema and schema["format"] not in FORMATS:
+        if kind == "string" and schema.get("format") in SPEC_FORMATS - FORMATS.keys():
             self.fail(f"{path}/format", f"unsupported keyword 'format' value {schema['format']!r}")
         if kind == "object" and ("minProperties" in schema or "maxProperties" in schema):
-            # Objects we write hold every required member (at least one member) and at most every declared one.
+            # Objects we write hold every required member (and optional ones up to minProperties, see `members`)
+            # and at most every declared one.
             props = schema.get("properties", {})
-            fewest = max(1 if props else 0, len([k for k in schema.get("required", []) if k in props]))
-            if schema.get("minProperties", 0) > fewest:
-                self.fail(f"{path}/minProperties", "unsupported keyword 'minProperties' above the required count")
+            most = len(props.keys() | set(schema.get("required", [])))
+            if schema.get("minProperties", 0) > most:
+                self.fail(f"{path}/minProperties", "unsupported keyword 'minProperties' above the declared count")
             if schema.get("maxProperties", len(props)) < len(props):
                 self.fail(f"{path}/maxProperties", "unsupported keyword 'maxProperties' below the declared count")
         if kind == "object" and "patternProperties" in schema:
@@ -780,44 +810,75 @@ class _Compiler:
         return "(" + "|".join(f"({o})" for o in options) + ")"
 
     def string_regex(self, schema: dict, path: str) -> tuple[str, int]:
-        if "format" in schema and "pattern" in schema:  # both must hold: their intersection is not built yet
-            self.fail(f"{path}/pattern", "unsupported keyword 'pattern' together with 'format'")
-        if "format" in schema:
-            self.check_lengths(schema, FORMATS[schema["format"]][1:-1], "format", path)
-            return FORMATS[schema["format"]], FORMAT_CHARS[schema["format"]]
-        if "pattern" in schema:
-            # A pattern is searched, not matched: a string that is exactly one match satisfies it, so unanchored
-            # ends need no padding (which would also multiply the automaton's states).
-            try:  # min/maxLength are folded into the pattern's variable part
-                body = pattern_to_json_regex(schema["pattern"], int(schema.get("minLength", 0)),
-                                             schema.get("maxLength", float("inf")))
-            except PatternLengthError as exc:
-                key = "minLength" if "minLength" in schema else "maxLength"
-                self.fail(f"{path}/{key}", f"unsupported keyword {key!r} together with 'pattern' ({exc})")
-            except PatternError as exc:
-                self.fail(f"{path}/pattern", f"unsupported keyword 'pattern' ({exc})")
-            return f'"({body})"', self.budget.string
+        fmt = schema.get("format") if schema.get("format") in FORMATS else None  # others annotate (SPEC_FORMATS)
+        # Width: the slot's length in tokens. Budgets count characters (a token holds at least one), so values fit.
+        width = FORMAT_CHARS[fmt] if fmt else self.budget.string
         lo = int(schema.get("minLength", 0))
         hi = schema.get("maxLength")
         if hi is not None and int(hi) < lo:
             self.fail(path, f"minLength {lo} > maxLength {hi}")
         # maxLength is an upper bound: capping it at the slot budget keeps outputs valid and the automaton small
         # (a 32767-character bound would be 32767 automaton states).
-        hi = min(int(hi), max(lo, self.budget.string - 2)) if hi is not None else max(lo, self.budget.string - 2)
-        return f'"{STRING_CHAR}{{{lo},{hi}}}"', min(hi + 2, self.budget.max_slot)
+        hi = min(int(hi), max(lo, width - 2)) if hi is not None else max(lo, width - 2)
+        lengths = f'"{STRING_CHAR}{{{lo},{hi}}}"'
+        if not fmt and "pattern" not in schema:
+            return lengths, min(hi + 2, self.budget.max_slot)
+        # format, pattern and the lengths must all hold: the slot holds the intersection of their regexes, leaving
+        # the lengths out where every match of the others already has a length within them.
+        regexes, keywords, bounded = [], [], False
+        if fmt:
+            regexes.append(FORMATS[fmt])
+            keywords.append(f"format {fmt!r}")
+            bounded = self.within_lengths(schema, FORMATS[fmt][1:-1])
+        if "pattern" in schema:
+            pattern = schema["pattern"]
+            keywords.append(f"pattern {pattern!r}")
+            try:  # minLength / maxLength are folded into the pattern's variable part where its shape allows
+                folded = pattern_to_json_regex(pattern, lo, schema.get("maxLength", float("inf")))
+            except PatternLengthError:
+                folded = None
+            except PatternError as exc:
+                self.fail(f"{path}/pattern", f"unsupported keyword 'pattern' ({exc})")
+            if folded is not None and not fmt:
+                # A pattern is searched, not matched: a string that is exactly one match satisfies it, so
+                # unanchored ends need no padding (which would also multiply the automaton's states).
+                regexes.append(f'"({folded})"')
+                bounded = True
+            else:  # intersected: a full match alone may be too short, or not the format's shape (^https://)
+                try:
+                    regexes.append(self.searched_pattern(pattern))
+                except PatternError as exc:
+                    self.fail(f"{path}/pattern", f"unsupported keyword 'pattern' ({exc})")
+        if not bounded and ("minLength" in schema or "maxLength" in schema):
+            regexes.append(lengths)
+            keywords += [f"{k} {schema[k]}" for k in ("minLength", "maxLength") if k in schema]
+            width = min(width, hi + 2)
+        width = min(max(width, lo + 2), self.budget.max_slot)
+        if len(regexes) == 1:
+            return regexes[0], width
+        regex = self.intersect(*regexes)
+        if matches_nothing(regex, ((regex, tuple(regexes)),)):
+            capped = " (maxLength capped at the slot budget)" if hi < schema.get("maxLength", hi) else ""
+            self.fail(path, f"no string satisfies {', '.join(keywords)} together{capped}")
+        return regex, width
 
-    def check_lengths(self, schema: dict, regex: str, other: str, path: str) -> None:
-        """minLength / maxLength beside a pattern or format hold only if every full match already has such a length."""
-        lengths = [k for k in ("minLength", "maxLength") if k in schema]
-        if not lengths:
-            return
+    @staticmethod
+    def searched_pattern(pattern: str) -> str:
+        """A regex for JSON strings `pattern` is found in: its full matches, with any characters before (after) them
+        where nothing in it anchors the start (end)."""
+        body = pattern_to_json_regex(pattern)
+        before = "" if "^" in pattern or "\\A" in pattern else f"{STRING_CHAR}*"
+        after = "" if "$" in pattern or "\\Z" in pattern else f"{STRING_CHAR}*"
+        return f'"{before}({body}){after}"'
+
+    @staticmethod
+    def within_lengths(schema: dict, regex: str) -> bool:
+        """Does every full match of `regex` already have a length within the schema's minLength / maxLength?"""
         try:
             shortest, longest = getattr(re, "_parser", None).parse(regex).getwidth()
         except Exception:
-            shortest, longest = 0, float("inf")
-        if shortest < schema.get("minLength", 0) or longest > schema.get("maxLength", float("inf")):
-            self.fail(f"{path}/{lengths[0]}", f"unsupported keyword {lengths[0]!r} together with {other!r} "
-                                              "(the lengths it allows are not all within the bounds)")
+            return False
+        return schema.get("minLength", 0) <= shortest and longest <= schema.get("maxLength", float("inf"))
 
     def members(self, schema: dict, path: str) -> tuple[dict, list]:
         """(member schemas, required names): the declared properties, plus required names that are not declared,
@@ -831,7 +892,15 @@ class _Compiler:
         for keyword in ("dependencies", "dependentRequired", "dependentSchemas"):
             if isinstance(schema.get(keyword), dict):
                 deps.update({name: (keyword, dep) for name, dep in schema[keyword].items()})
-        required = list(required)
+        required = list(dict.fromkeys(required))
+        # Objects we write hold a member at least (see object_regex); beyond that, minProperties is met by always
+        # writing the first optional members.
+        least = schema.get("minProperties", 0)
+        if isinstance(least, int) and least > max(len(required), 1 if props else 0):
+            short = least - len(required)
+            forced = [k for k in props if k not in required][:short]
+            required += forced
+            self.fix(f"{path or '#'}: always writes {', '.join(map(repr, forced))} (minProperties)")
         for name in required:  # grows while we walk it: the closure
             keyword, dep = deps.get(name, (None, True))
             if isinstance(dep, dict) and not (dep.keys() & VALIDATION_KEYWORDS - {"required"}):
@@ -891,7 +960,7 @@ class _Compiler:
         except _TooComplex as exc:
             regex, length, too_complex = None, 0, exc
         limit = self.regex_limit(schema, seen)
-        if regex is not None and len(regex) <= limit:
+        if regex is not None and self.regex_size(regex) <= limit:
             return [self.slot(regex, length, path, limit)]
         for key in ("anyOf", "oneOf"):
             if key in schema:
@@ -903,7 +972,7 @@ class _Compiler:
                     except SchemaError as exc:  # includes branches that accept nothing
                         problem = exc
                         continue
-                    self.fixed.append(f"{path or '#'}: always branch {i} of '{key}'")
+                    self.fix(f"{path or '#'}: always branch {i} of '{key}'")
                     return parts
                 raise problem
         kind = schema.get("type") if isinstance(schema.get("type"), str) else self.infer_type(schema, path)
@@ -916,7 +985,7 @@ class _Compiler:
                     self.fail(f"{path}/uniqueItems", "unsupported keyword 'uniqueItems' on items too complex for a slot")
                 # one item at least, unless nested in another written-for-you value (the template stays small)
                 items = items * (lo if self.forced > 1 else max(1, lo))
-                self.fixed.append(f"{path or '#'}: always {len(items)} item(s)")
+                self.fix(f"{path or '#'}: always {len(items)} item(s)")
             parts = [self.text("[")]
             self.forced += 1
             try:
@@ -963,7 +1032,7 @@ class _Compiler:
             # Too complex to be a choice inside one slot: written always, with its own scaffold — unless we are
             # inside such a member already (recursive schemas would make the template grow exponentially).
             if self.forced:
-                self.fixed.append(f"{path}/properties/{key}: optional member left out")
+                self.fix(f"{path}/properties/{key}: optional member left out")
                 continue
             self.forced += 1
             try:
@@ -972,7 +1041,7 @@ class _Compiler:
                 continue
             finally:
                 self.forced -= 1
-            self.fixed.append(f"{path}/properties/{key}: optional member always written")
+            self.fix(f"{path}/properties/{key}: optional member always written")
             parts += [self.text("," + json.dumps(key, ensure_ascii=False) + ":")] + value
         return parts + [self.text("}")]
 
@@ -997,9 +1066,20 @@ class CompiledSchema:
         return tokens.tolist()
 
     def validate(self, value: Any) -> None:
+        """Raise jsonschema.ValidationError unless `value` validates (formats checked, as far as jsonschema can)."""
         import jsonschema
 
-        jsonschema.validate(value, self.schema)
+        error = jsonschema.exceptions.best_match(validator(self.schema).iter_errors(value))
+        if error is not None:
+            raise error
+
+
+def validator(schema: dict):
+    """The validator of the schema's draft, checking formats too (jsonschema checks them only when asked)."""
+    import jsonschema
+
+    cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
+    return cls(schema, format_checker=cls.FORMAT_CHECKER)
 
 
 def load_schema(schema_or_model: Any) -> dict:

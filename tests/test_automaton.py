@@ -154,3 +154,21 @@ def test_added_special_tokens_never_spell_a_value():
     marker = TOK.convert_tokens_to_ids("<start_of_image>")
     a = TokenAutomaton.from_regex(r"[0-z]{16,20}", TOK)
     assert int((a.tok == marker).sum()) == 0
+
+
+def test_intersections_stand_where_their_placeholder_is():
+    """Regex syntax has no intersection: a placeholder character stands for one, inside any regex around it."""
+    from diffreason.automaton import matches_nothing
+
+    mark = "\U000f0000"
+    both = ((mark, ('"[a-z]+"', '"[a-c0-9]{2,3}"')),)
+    a = TokenAutomaton.from_regex(r"\[" + mark + "(," + mark + r")*\]", TOK, both)
+    for s in ['["ab"]', '["abc","cb"]', '["a"]', '["abcd"]', '["ad"]', '["a1"]', '["ab",]']:
+        expected = bool(re.fullmatch(r'\[("[a-c]{2,3}")(,"[a-c]{2,3}")*\]', s))
+        assert a.accepts(TOK.encode(s, add_special_tokens=False)) == expected, s
+    assert matches_nothing(mark, ((mark, ("[a-z]{3}", "[a-z]{4}")),))
+    assert not matches_nothing(mark, both)
+    # without intersections the same character is just a character (a user's regex is read as written)
+    literal = TokenAutomaton.from_regex(mark + "x", TOK)
+    assert literal.accepts(TOK.encode(mark + "x", add_special_tokens=False))
+    assert not literal.accepts(TOK.encode('"ab"', add_special_tokens=False))

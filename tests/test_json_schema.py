@@ -1,5 +1,6 @@
 """JSON Schema → canvas templates: every filling validates; unsupported keywords fail clearly; pydantic round trip."""
 
+import datetime
 import json
 import re
 from typing import Literal, Optional
@@ -11,10 +12,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import BaseModel
 
-from diffreason.tasks.json_schema import SchemaError, compile_schema, integer_regex
+from diffreason.tasks.json_schema import SchemaError, compile_schema, integer_regex, validator
 from diffreason.tokenizer import train_byte_bpe
 
 TOK = train_byte_bpe()
+
+
+def validate(value, schema):
+    """jsonschema.validate, formats checked (as far as jsonschema can: dates, emails, uuids, ...)."""
+    validator(schema).validate(value)
 
 
 def fill_and_parse(compiled, seed):
@@ -67,7 +73,7 @@ SCHEMAS = [
 def test_every_filling_validates(schema):
     compiled = compile_schema(schema, TOK)
     for seed in range(4):
-        jsonschema.validate(fill_and_parse(compiled, seed), schema)
+        validate(fill_and_parse(compiled, seed), schema)
 
 
 @st.composite
@@ -99,7 +105,7 @@ def flat_object_schemas(draw):
 @given(schema=flat_object_schemas(), seed=st.integers(0, 10**6))
 def test_generated_schemas_always_validate(schema, seed):
     compiled = compile_schema(schema, TOK)
-    jsonschema.validate(fill_and_parse(compiled, seed), schema)
+    validate(fill_and_parse(compiled, seed), schema)
 
 
 @pytest.mark.parametrize(
@@ -107,8 +113,8 @@ def test_generated_schemas_always_validate(schema, seed):
     [
         ({"type": "array", "items": {"type": "integer"}, "uniqueItems": True},
          "unsupported keyword 'uniqueItems' unless items come from a finite set at /uniqueItems"),
-        ({"type": "object", "required": ["a"], "properties": {"a": {"type": "string", "format": "bigipv4"}}},
-         "unsupported keyword 'format' value 'bigipv4' at /properties/a/format"),
+        ({"type": "object", "required": ["a"], "properties": {"a": {"type": "string", "format": "duration"}}},
+         "unsupported keyword 'format' value 'duration' at /properties/a/format"),
         ({"type": "object", "required": ["n"], "properties": {"n": {"$ref": "#/$defs/n"}},
           "$defs": {"n": {"type": "object", "required": ["next"], "properties": {"next": {"$ref": "#/$defs/n"}}}}},
          "recursive reference #/$defs/n is required at every depth"),
@@ -170,7 +176,7 @@ def test_cli_generate_with_schema(tmp_path):
     p = run("--schema", str(tmp_path / "s.json"), "--steps", "3", "--json", "give me one")
     assert p.returncode == 0, p.stderr
     out = json.loads(p.stdout)
-    jsonschema.validate(out["object"], schema)
+    validate(out["object"], schema)
     assert out["steps"] and all(1 <= s <= 3 for s in out["steps"])
     for args, message in [
         (["--schema", str(tmp_path / "bad.json"), "x"], "unsupported keyword 'format' value 'ipv6' at /properties/a/format"),
@@ -218,11 +224,11 @@ def test_plausibility_compares_leaves_at_the_same_path():
 @pytest.mark.parametrize(
     "string_schema, message",
     [
-        ({"type": "string", "pattern": "^([a-z]+-)+$", "maxLength": 4},
-         "'maxLength' together with 'pattern' (minLength / maxLength beside a pattern of this shape are not supported)"),
         ({"type": "string", "pattern": "^[a-z]{2,3}$", "minLength": 5},
-         "no match of the pattern has a length within minLength / maxLength"),
-        ({"type": "string", "format": "date", "maxLength": 8}, "'maxLength' together with 'format'"),
+         "no string satisfies pattern '^[a-z]{2,3}$', minLength 5 together"),
+        ({"type": "string", "format": "date", "maxLength": 8}, "no string satisfies format 'date', maxLength 8 together"),
+        ({"type": "string", "format": "date", "pattern": "^[a-z]"}, "no string satisfies format 'date', pattern '^[a-z]'"),
+        ({"type": "string", "pattern": "^([a-z]+-)+(?=x)$", "maxLength": 4}, "'pattern' (lookarounds are not supp"),
         ({"type": "string", "pattern": "^(?=a)a$"}, "'pattern' (lookarounds are not supported)"),
         ({"type": "string", "pattern": "(?i)^abc$"}, "'pattern' (inline flags are not supported)"),
         ({"type": "string", "pattern": "\\bfoo"}, "'pattern' (word boundaries are not supported)"),
@@ -235,7 +241,7 @@ def test_string_keywords_the_regex_cannot_combine_fail_clearly(string_schema, me
     schema = {"type": "object", "required": ["s"], "properties": {"s": string_schema}}
     with pytest.raises(SchemaError) as info:
         compile_schema(schema, TOK)
-    assert message in str(info.value) and "/properties/s/" in str(info.value)
+    assert message in str(info.value) and "at /properties/s" in str(info.value)
 
 
 @pytest.mark.parametrize("schema", [
@@ -253,7 +259,7 @@ def test_string_keywords_the_regex_cannot_combine_fail_clearly(string_schema, me
 def test_keywords_validators_would_not_apply_and_unconstrained_values(schema):
     compiled = compile_schema(schema, TOK)
     for seed in range(6):
-        jsonschema.validate(fill_and_parse(compiled, seed), schema)
+        validate(fill_and_parse(compiled, seed), schema)
 
 
 @pytest.mark.parametrize("pattern", [
@@ -268,7 +274,7 @@ def test_patterns_generate_full_matches_written_as_json_strings(pattern):
     schema = {"type": "object", "required": ["s"], "properties": {"s": {"type": "string", "pattern": pattern}}}
     compiled = compile_schema(schema, TOK)
     for seed in range(8):
-        jsonschema.validate(fill_and_parse(compiled, seed), schema)
+        validate(fill_and_parse(compiled, seed), schema)
 
 
 @pytest.mark.parametrize("string_schema", [
@@ -283,14 +289,59 @@ def test_length_bounds_that_the_pattern_or_format_already_implies(string_schema)
     schema = {"type": "object", "required": ["s"], "properties": {"s": string_schema}}
     compiled = compile_schema(schema, TOK)
     for seed in range(4):
-        jsonschema.validate(fill_and_parse(compiled, seed), schema)
+        validate(fill_and_parse(compiled, seed), schema)
+
+
+@pytest.mark.parametrize("string_schema, check", [
+    # lengths the pattern's shape cannot absorb: the pattern's automaton times a length counter
+    ({"type": "string", "pattern": "^([a-z]+-)+$", "maxLength": 4}, lambda s: re.fullmatch(r"([a-z]+-)+", s)),
+    ({"type": "string", "pattern": "^[a-z]+(-[a-z]+)*$", "minLength": 3, "maxLength": 12},
+     lambda s: 3 <= len(s) <= 12),
+    ({"type": "string", "pattern": "^[A-Z]", "minLength": 6}, lambda s: s[0].isupper() and len(s) >= 6),
+    # format and pattern: the pattern is searched, so the format's strings may continue past its match
+    ({"type": "string", "format": "uri", "pattern": "^https://"}, lambda s: s.startswith("https://")),
+    ({"type": "string", "format": "date", "pattern": "-12-"}, lambda s: s[4:8] == "-12-"),
+    ({"type": "string", "format": "email", "pattern": "^[a-z]+@example\\.com$", "maxLength": 16},
+     lambda s: s.endswith("@example.com") and len(s) <= 16),
+])
+def test_pattern_format_and_lengths_all_hold_together(string_schema, check):
+    schema = {"type": "object", "required": ["s", "many"],
+              "properties": {"s": string_schema, "many": {"type": "array", "items": string_schema, "maxItems": 2}}}
+    compiled = compile_schema(schema, TOK)
+    for seed in range(6):
+        value = fill_and_parse(compiled, seed)
+        validate(value, schema)
+        assert all(check(s) for s in [value["s"], *value["many"]]), value
+
+
+def test_dates_are_calendar_dates_and_vendor_formats_only_annotate():
+    schema = {"type": "object", "required": ["days", "p"], "properties": {
+        "days": {"type": "array", "items": {"type": "string", "format": "date"}, "minItems": 4, "maxItems": 4},
+        "p": {"type": "string", "format": "path", "maxLength": 6}}}  # 'path' is no JSON Schema format
+    compiled = compile_schema(schema, TOK)
+    for seed in range(12):
+        value = fill_and_parse(compiled, seed)
+        validate(value, schema)
+        for day in value["days"]:
+            datetime.date.fromisoformat(day)  # no 30 February, no year 0
+        assert len(value["p"]) <= 6
+    from diffreason.tasks.json_schema import FORMATS
+
+    def is_date(text):
+        try:
+            return bool(datetime.date.fromisoformat(text))
+        except ValueError:
+            return False
+
+    days = [f"{y}-{m:02d}-{d:02d}" for y in ("0000", "2025") for m in range(0, 14) for d in range(0, 33)]
+    assert [d for d in days if re.fullmatch(FORMATS["date"][1:-1], d)] == [d for d in days if is_date(d)]
 
 
 def test_non_validation_keywords_are_ignored_like_validators_do():
     schema = {"type": "object", "required": ["a"], "x-vendor": 1, "properties": {
         "a": {"type": "string", "maxLength": 3, "descripton": "a typo", "_meta": {"k": 1}}}}
     compiled = compile_schema(schema, TOK)
-    jsonschema.validate(fill_and_parse(compiled, 0), schema)
+    validate(fill_and_parse(compiled, 0), schema)
 
 
 ONE_OF = [
@@ -328,7 +379,7 @@ def test_one_of_with_exclusive_branches_always_validates(schema):
     seen = set()
     for seed in range(12):
         value = fill_and_parse(compiled, seed)
-        jsonschema.validate(value, schema)
+        validate(value, schema)
         seen.add(json.dumps(value)[:1])
     assert len(seen) >= 1
 
@@ -362,7 +413,7 @@ def test_any_of_respects_sibling_keywords():
     for seed in range(8):
         value = fill_and_parse(compiled, seed)
         assert isinstance(value["v"], str) and len(value["v"]) <= 2
-        jsonschema.validate(value, schema)
+        validate(value, schema)
 
 
 class Cat(BaseModel):
@@ -408,7 +459,7 @@ def test_enum_values_must_satisfy_the_whole_schema(schema, allowed):
     compiled = compile_schema(schema, TOK)
     for seed in range(6):
         value = fill_and_parse(compiled, seed)
-        jsonschema.validate(value, schema)
+        validate(value, schema)
         assert value in allowed
 
 
@@ -433,7 +484,7 @@ def test_an_enum_no_value_of_which_validates_fails_clearly():
 def test_all_of_merges_into_one_schema(schema):
     compiled = compile_schema(schema, TOK)
     for seed in range(6):
-        jsonschema.validate(fill_and_parse(compiled, seed), schema)
+        validate(fill_and_parse(compiled, seed), schema)
 
 
 @pytest.mark.parametrize("schema, message", [
@@ -454,7 +505,7 @@ def test_branches_that_accept_nothing_are_never_chosen():
         {"type": "integer"}, {"enum": [1, "a"]}, {"maxLength": 2}]}}}
     compiled = compile_schema(schema, TOK)
     for seed in range(6):
-        jsonschema.validate(fill_and_parse(compiled, seed), schema)
+        validate(fill_and_parse(compiled, seed), schema)
 
 
 def test_min_and_max_properties_within_what_is_written():
@@ -462,9 +513,17 @@ def test_min_and_max_properties_within_what_is_written():
               "properties": {"a": {"type": "null"}, "b": {"type": "boolean"}}}
     compiled = compile_schema(schema, TOK)
     for seed in range(4):
-        jsonschema.validate(fill_and_parse(compiled, seed), schema)
-    with pytest.raises(SchemaError, match="'minProperties' above the required count at /minProperties"):
-        compile_schema({**schema, "minProperties": 2}, TOK)
+        validate(fill_and_parse(compiled, seed), schema)
+    # beyond the required members, the first optional ones are always written (a choice made for the model)
+    more = {"type": "object", "minProperties": 2, "properties": {**schema["properties"], "c": {"const": 1}}}
+    compiled = compile_schema(more, TOK)
+    assert compiled.fixed == ("#: always writes 'a', 'b' (minProperties)",)
+    for seed in range(4):
+        value = fill_and_parse(compiled, seed)
+        validate(value, more)
+        assert value.keys() >= {"a", "b"}  # c stays optional
+    with pytest.raises(SchemaError, match="'minProperties' above the declared count at /minProperties"):
+        compile_schema({**schema, "minProperties": 3}, TOK)
     with pytest.raises(SchemaError, match="'maxProperties' below the declared count at /maxProperties"):
         compile_schema({**schema, "maxProperties": 1}, TOK)
 
@@ -498,7 +557,7 @@ def test_values_too_complex_for_a_slot_get_a_scaffold_and_still_validate(schema,
     compiled = compile_schema(schema, TOK, Budget(max_regex=200))
     assert fixed in compiled.fixed
     for seed in range(6):
-        jsonschema.validate(fill_and_parse(compiled, seed), schema)
+        validate(fill_and_parse(compiled, seed), schema)
     assert compile_schema(schema, TOK).fixed == ()  # within the default budget every choice stays open
 
 
@@ -513,7 +572,7 @@ def test_tuple_arrays_write_their_positional_items(schema, length):
     compiled = compile_schema(schema, TOK)
     for seed in range(4):
         value = fill_and_parse(compiled, seed)
-        jsonschema.validate(value, schema)
+        validate(value, schema)
         assert len(value) == length
 
 
@@ -551,7 +610,7 @@ def test_formats_generate_values_a_format_checker_accepts(fmt):
 def test_not_restricts_what_is_written(schema):
     compiled = compile_schema(schema, TOK)
     for seed in range(6):
-        jsonschema.validate(fill_and_parse(compiled, seed), schema)
+        validate(fill_and_parse(compiled, seed), schema)
 
 
 @pytest.mark.parametrize("schema, message", [
@@ -580,7 +639,7 @@ def test_dependencies_hold_in_every_output(schema, present, absent):
     compiled = compile_schema(schema, TOK)
     for seed in range(6):
         value = fill_and_parse(compiled, seed)
-        jsonschema.validate(value, schema)
+        validate(value, schema)
         assert present <= value.keys() and not absent & value.keys()
 
 
@@ -637,7 +696,7 @@ def test_recursive_members_too_complex_for_a_slot_stay_small():
     assert any("optional member left out" in f for f in compiled.fixed)
     assert len(compiled.template) < 2000
     for seed in range(4):
-        jsonschema.validate(fill_and_parse(compiled, seed), schema)
+        validate(fill_and_parse(compiled, seed), schema)
 
 
 @pytest.mark.parametrize("schema", [
@@ -647,7 +706,7 @@ def test_recursive_members_too_complex_for_a_slot_stay_small():
 def test_not_of_not_and_not_beside_an_enum(schema):
     compiled = compile_schema(schema, TOK)
     for seed in range(6):
-        jsonschema.validate(fill_and_parse(compiled, seed), schema)
+        validate(fill_and_parse(compiled, seed), schema)
 
 
 @pytest.mark.parametrize("schema, message", [
@@ -655,10 +714,8 @@ def test_not_of_not_and_not_beside_an_enum(schema):
      "the schema is not valid JSON Schema at /enum"),
     ({"type": "object", "properties": {"n": {"type": "integer", "minimum": "zero"}}},
      "the schema is not valid JSON Schema at /properties/n/minimum"),
-    ({"type": "string", "format": "uri", "pattern": "^https://"},
-     "unsupported keyword 'pattern' together with 'format' at /pattern"),
 ])
 def test_schemas_no_output_could_satisfy_are_refused(schema, message):
-    """An invalid schema (no validator accepts anything against it) or a format that would ignore its pattern."""
+    """An invalid schema: no validator accepts anything against it."""
     with pytest.raises(SchemaError, match=re.escape(message)):
         compile_schema(schema, TOK)

@@ -307,10 +307,22 @@ def test_temperature_sweep_reports_every_schedule_and_restores_the_sampler(sudok
     from diffreason.evals.sudoku_sweep import sweep, write
 
     before = sudoku_lm.sampler_config
-    rows = sweep(sudoku_lm, [(0.8, 0.4), (1.5, 0.4)], ["easy"], n=2, seed=0)
+    rows = sweep(sudoku_lm, [(0.8, 0.4, None), (1.5, 0.4, 3)], ["easy"], n=2, seed=0)
     assert sudoku_lm.sampler_config is before
-    assert [(r["t_max"], r["tier"]) for r in rows] == [(0.8, "easy"), (1.5, "easy")]
-    assert all(0 <= r["solve_rate"] <= 1 and 1 <= r["steps_median"] <= before.max_denoising_steps for r in rows)
+    budget = before.max_denoising_steps
+    assert [(r["t_max"], r["max_steps"], r["tier"]) for r in rows] == [(0.8, budget, "easy"), (1.5, 3, "easy")]
+    assert all(0 <= r["solve_rate"] <= 1 and 1 <= r["steps_median"] <= r["max_steps"] for r in rows)
     write(rows, tmp_path, "cmd", "tiny", 2, 0)
     md = (tmp_path / "sweep.md").read_text()
-    assert "| 0.8 → 0.4 |" in md and "| 1.5 → 0.4 |" in md and (tmp_path / "sweep.png").stat().st_size > 0
+    assert f"| 0.8 → 0.4 | {budget} |" in md and "| 1.5 → 0.4 | 3 |" in md
+    assert (tmp_path / "sweep.png").stat().st_size > 0
+
+
+@pytest.mark.parametrize("schedules, message", [("1.5", "must look like"), ("1.5:0.4:x", "must look like"),
+                                                 ("1.5:0.4:0", "greater than or equal to 1")])
+def test_sweep_refuses_malformed_schedules(schedules, message, capsys):
+    from diffreason.evals.sudoku_sweep import main
+
+    with pytest.raises(SystemExit) as exc:
+        main(["--schedules", schedules])
+    assert exc.value.code == 2 and message in capsys.readouterr().err
