@@ -52,7 +52,11 @@ class TokenAutomaton:
 
     @property
     def nbytes(self) -> int:
-        return sum(t.numel() * t.element_size() for t in (self.src, self.tok, self.dst, self.accepting))
+        """Memory held, at most: the moves, plus what is derived from them on first use (`_keys`: 8 bytes a move;
+        `state_pairs`: 20 of COO indices and values a move, 16 a state pair, and pairs are at most moves) — caches
+        bound by bytes must count both."""
+        moves = sum(t.numel() * t.element_size() for t in (self.src, self.tok, self.dst, self.accepting))
+        return moves + 44 * self.src.numel()
 
     @classmethod
     def from_regex(cls, regex: str, tokenizer, intersections: "Intersections" = ()) -> "TokenAutomaton":

@@ -165,6 +165,12 @@ class CanvasTemplate:
         )
 
     @property
+    def nbytes(self) -> int:
+        """Memory held (an upper bound: automata that slots share are counted once per slot)."""
+        tensors = [self.fixed, self.mask_index, self.masks] + [s.backward for s in self.slots if s.backward is not None]
+        return sum(t.numel() * t.element_size() for t in tensors) + sum(s.automaton.nbytes for s in self.slots)
+
+    @property
     def is_unconstrained(self) -> bool:
         return not self.slots and bool(((self.fixed < 0) & (self.mask_index < 0)).all())
 
@@ -357,7 +363,7 @@ _SLOTS = BytesLRU(512 * 2**20)
 def _regex_slot(regex: str, tokenizer, length: int, intersections=()) -> CanvasTemplate:
     return _SLOTS.get((regex, tokenizer, length, intersections),
                       lambda: _build_regex_slot(regex, tokenizer, length, intersections),
-                      lambda t: t.masks.numel() + t.slots[0].backward.numel())
+                      lambda t: t.nbytes)
 
 
 def _build_regex_slot(regex: str, tokenizer, length: int, intersections=()) -> CanvasTemplate:

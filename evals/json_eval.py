@@ -116,6 +116,7 @@ def run_eval(files, tokenizer, model=None, fillings: int = 2, seed: int = 0, pro
     plausible, plausible_random = [], []  # outputs' similarity to the valid instances (model, random fillings)
     reasons = collections.Counter()
     validator_disagreements = 0
+    invalid = []  # every invalid output: which schema, what, why (validity must be 100 %; these are bugs to fix)
     for path in files:
         coll = collection_of(path.name)
         data = json.loads(path.read_text())
@@ -170,14 +171,18 @@ def run_eval(files, tokenizer, model=None, fillings: int = 2, seed: int = 0, pro
             except Exception as exc:
                 unjudged = "jsonschema cannot evaluate" in str(exc)  # generate() says so
                 per[coll]["unjudged" if unjudged else "invalid"] += 1
+                if not unjudged:
+                    invalid.append({"schema": path.name, "error": " ".join(str(exc).split())[:300]})
                 continue
             try:
-                valid = validator(schema).is_valid(value)  # formats checked too
+                error = jsonschema.exceptions.best_match(validator(schema).iter_errors(value))  # formats checked too
             except Exception:  # jsonschema itself fails on this schema: the output cannot be judged either way
                 per[coll]["unjudged"] += 1
                 continue
-            if not valid:
+            if error is not None:
                 per[coll]["invalid"] += 1
+                invalid.append({"schema": path.name, "output": value, "error": error.message[:300],
+                                "at": "/" + "/".join(map(str, error.absolute_path))})
                 continue
             per[coll]["valid"] += 1
             if references and (score := plausibility(value, references)) is not None:
@@ -192,6 +197,7 @@ def run_eval(files, tokenizer, model=None, fillings: int = 2, seed: int = 0, pro
         "collections": {k: dict(v) for k, v in sorted(per.items())},
         "total": dict(total),
         "validator_disagreements": validator_disagreements,
+        "invalid_outputs": invalid,
         "compile_us_per_position_median": statistics.median(compile_us_per_pos) if compile_us_per_pos else None,
         "compile_ms_per_schema_median": statistics.median(compile_ms) if compile_ms else None,
         "cached_compile_us_per_position_median": statistics.median(warm_us_per_pos) if warm_us_per_pos else None,
@@ -244,6 +250,10 @@ def write_report(report: dict, out_dir: str | Path, command: str) -> list[Path]:
     if unjudged:
         lines += ["", f"{unjudged} output(s) could not be judged: jsonschema itself fails on their schema (e.g. a $ref "
                       "into something that is not a schema); they count neither as valid nor as invalid."]
+    if report.get("invalid_outputs"):
+        lines += ["", "Invalid outputs (bugs: every compiled template must only produce valid values):", ""]
+        lines += [f"- `{x['schema']}`: {x['error']}" + (f" at `{x['at']}`" if x.get("at") else "")
+                  for x in report["invalid_outputs"][:20]]
     med = report["compile_us_per_position_median"]
     if med:
         lines += ["", f"Compile time (first time a schema is seen): median {med:.0f} µs per canvas position; "

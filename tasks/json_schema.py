@@ -763,7 +763,7 @@ class _Compiler:
             # and at most every declared one.
             props = schema.get("properties", {})
             most = len(props.keys() | set(schema.get("required", [])))
-            if schema.get("minProperties", 0) > most:
+            if schema.get("minProperties", 0) > max(most, 1 if not most else 0):  # one entry of a map: map_entry
                 self.fail(f"{path}/minProperties", "unsupported keyword 'minProperties' above the declared count")
             if schema.get("maxProperties", len(props)) < len(props):
                 self.fail(f"{path}/maxProperties", "unsupported keyword 'maxProperties' below the declared count")
@@ -900,7 +900,8 @@ class _Compiler:
             short = least - len(required)
             forced = [k for k in props if k not in required][:short]
             required += forced
-            self.fix(f"{path or '#'}: always writes {', '.join(map(repr, forced))} (minProperties)")
+            if forced:
+                self.fix(f"{path or '#'}: always writes {', '.join(map(repr, forced))} (minProperties)")
         for name in required:  # grows while we walk it: the closure
             keyword, dep = deps.get(name, (None, True))
             if isinstance(dep, dict) and not (dep.keys() & VALIDATION_KEYWORDS - {"required"}):
@@ -936,11 +937,41 @@ class _Compiler:
                 continue
             members.append((key in required, f"{_json_literal(key)}:({r})", n + len(key) + 4))
         if not members:
+            if schema.get("minProperties", 0) >= 1 and props:
+                self.fail(f"{path}/minProperties", "minProperties needs a member, and no declared one can be written")
+            if schema.get("minProperties", 0) >= 1:  # a map that must not be empty
+                key, value, n = self.map_entry(schema, path, seen)
+                return r"\{" + f"{key}:({value})" + r"\}", n + 3
             return r"\{\}", 2
         # With no required member the first one is emitted anyway: a sound subset that keeps commas linear
         # (the alternative, "any first member", makes the regex quadratic and the automaton explode).
         regex = members[0][1] + "".join(f",{m}" if req else f"(,{m})?" for req, m, _ in members[1:])
         return r"\{" + regex + r"\}", 2 + sum(n for _, _, n in members)
+
+    def map_entry(self, schema: dict, path: str, seen: tuple) -> tuple[str, str, int]:
+        """(key regex, value regex, budget) of one member with a generated name, for an object that declares no
+        members yet needs one (minProperties): a name matching its one patternProperties pattern with that pattern's
+        schema, or, without patternProperties, any name with the additionalProperties schema."""
+        patterns = schema.get("patternProperties", {})
+        extra = schema.get("additionalProperties", True)
+        if len(patterns) > 1:
+            self.fail(f"{path}/minProperties", "unsupported keyword 'minProperties' above the declared count "
+                                               "(a generated name may match several patternProperties)")
+        if patterns:
+            (pattern, value_schema), = patterns.items()
+            where = f"{path}/patternProperties/{pattern}"
+            try:
+                key = self.searched_pattern(pattern)
+            except PatternError as exc:
+                self.fail(where, f"unsupported keyword 'patternProperties' ({exc})")
+        elif extra is False:
+            self.fail(f"{path}/minProperties", "minProperties needs a member, and no name is allowed")
+        else:
+            value_schema, where = (ANY_VALUE if extra is True else extra), f"{path}/additionalProperties"
+            key = f'"{STRING_CHAR}{{1,{self.budget.string - 2}}}"'
+        value, n = self.value_regex(value_schema, where, seen)
+        self.fix(f"{path or '#'}: always one member, its name generated (minProperties)")
+        return key, value, n + self.budget.string
 
     # -- scaffold ---------------------------------------------------------------------------------------------------
 
@@ -1147,7 +1178,7 @@ def compile_schema(
 
     if key is None:
         return build()
-    return _COMPILED.get(key, build, lambda c: c.template.masks.numel() + c.template.fixed.numel() * 16)
+    return _COMPILED.get(key, build, lambda c: c.template.nbytes)
 
 
 # Compiled schemas by (canonical schema, tokenizer, budget): a server or a program that sends the same schema again

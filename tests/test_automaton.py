@@ -117,6 +117,19 @@ def test_caches_are_bounded_by_bytes_not_count():
     assert list(cache.items) == ["b", "c"] and cache.bytes == 80  # "a" evicted: 120 bytes > 100
     assert cache.get("b", build("b2"), lambda v: 40) == "b" and built == ["a", "b", "c"]  # a hit builds nothing
     assert cache.get("huge", build("huge"), lambda v: 1000) == "huge" and "huge" not in cache.items
+    # what the caches are charged for a slot: its masks, its reachability table and its automaton with the index
+    # structures slot_sets derives from it (uncounted, a 512 MB cache once held many GB)
+    from diffreason.canvas import CanvasTemplate
+
+    slot = CanvasTemplate.from_regex('"[a-z]{1,9}"', TOK, 12)
+    automaton = slot.slots[0].automaton
+    assert "state_pairs" in automaton.__dict__  # derived while building the slot
+    derived = automaton._keys.numel() * 8 + sum(t.numel() * t.element_size() for t in automaton.state_pairs[:2])
+    derived += sum(t.numel() * t.element_size() for t in (automaton.state_pairs[2].indices(),
+                                                        automaton.state_pairs[2].values()))
+    moves = sum(t.numel() * t.element_size() for t in (automaton.src, automaton.tok, automaton.dst))
+    assert automaton.nbytes >= moves + derived
+    assert slot.nbytes >= slot.masks.numel() + slot.slots[0].backward.numel() + automaton.nbytes
 
 
 def test_memoised_regex_parts_build_the_same_automaton():

@@ -528,6 +528,33 @@ def test_min_and_max_properties_within_what_is_written():
         compile_schema({**schema, "maxProperties": 1}, TOK)
 
 
+@pytest.mark.parametrize("schema, check", [
+    ({"type": "object", "patternProperties": {"^[0-9]+x$": {"type": "integer"}}, "additionalProperties": False,
+      "minProperties": 1}, lambda v: all(re.fullmatch("[0-9]+x", k) and isinstance(x, int) for k, x in v.items())),
+    ({"type": "object", "additionalProperties": {"type": "boolean"}, "minProperties": 1},
+     lambda v: all(isinstance(x, bool) for x in v.values())),
+    ({"type": "object", "minProperties": 1}, lambda v: True),
+])
+def test_a_map_that_must_not_be_empty_gets_one_member_with_a_generated_name(schema, check):
+    compiled = compile_schema({"type": "array", "items": schema, "minItems": 2, "maxItems": 2}, TOK)
+    assert any("its name generated" in f for f in compiled.fixed)
+    for seed in range(6):
+        maps = fill_and_parse(compiled, seed)
+        validate(maps, {"type": "array", "items": schema})
+        assert all(len(m) == 1 and check(m) for m in maps), maps
+
+
+@pytest.mark.parametrize("schema, message", [
+    ({"type": "object", "minProperties": 2}, "'minProperties' above the declared count at /minProperties"),
+    ({"type": "object", "additionalProperties": False, "minProperties": 1}, "no name is allowed at /minProperties"),
+    ({"type": "object", "patternProperties": {"^a": {}, "^b": {}}, "minProperties": 1},
+     "a generated name may match several patternProperties"),
+])
+def test_maps_whose_names_cannot_be_generated_fail_clearly(schema, message):
+    with pytest.raises(SchemaError, match=re.escape(message)):
+        compile_schema(schema, TOK)
+
+
 # -- values too complex for one slot get a scaffold with their structure fixed ------------------------------------
 
 PERSON = {"type": "object", "required": ["name"], "properties": {
