@@ -68,10 +68,10 @@ def write(rows: list[dict], out: Path, command: str, model: str, n: int, seed: i
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(6, 4.2))
+    fig, ax = plt.subplots(figsize=(6, 4.2))  # points, not lines: schedules have no order
     for tier in tiers:
         pts = [r for r in rows if r["tier"] == tier]
-        (line,) = ax.plot([r["steps_median"] for r in pts], [100 * r["solve_rate"] for r in pts], marker="o",
+        (line,) = ax.plot([r["steps_median"] for r in pts], [100 * r["solve_rate"] for r in pts], "o",
                           label=tier)
         for r in pts:
             ax.annotate(f"{r['t_max']:g}/{_schedule(r)[2]}", (r["steps_median"], 100 * r["solve_rate"]), fontsize=7,
