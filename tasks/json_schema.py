@@ -566,7 +566,8 @@ class _Compiler:
                 out.append(sub)
                 continue
             try:
-                sub, sub_path, _ = self.resolve(sub, f"{path}/{key}/{i}")
+                # the branch's `not` waits for the siblings: `not required X` must see the members they declare
+                sub, sub_path, _ = self.resolve(sub, f"{path}/{key}/{i}", fold_not=False)
                 out.append(self.merge_two(siblings, sub, sub_path))
             except _NoValue as exc:  # this branch accepts nothing beside the siblings: never chosen
                 empty = exc
