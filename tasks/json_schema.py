@@ -764,7 +764,7 @@ class _Compiler:
             # and at most every declared one.
             props = schema.get("properties", {})
             most = len(props.keys() | set(schema.get("required", [])))
-            if schema.get("minProperties", 0) > max(most, 1 if not most else 0):  # one entry of a map: map_entry
+            if schema.get("minProperties", 0) > max(most, 1):  # no declared member: one with a generated name
                 self.fail(f"{path}/minProperties", "unsupported keyword 'minProperties' above the declared count")
             if schema.get("maxProperties", len(props)) < len(props):
                 self.fail(f"{path}/maxProperties", "unsupported keyword 'maxProperties' below the declared count")
@@ -1175,7 +1175,7 @@ def compile_schema(
             raise
         # checked after the compiler's own errors, which say more about what it cannot do
         check_schema(schema)
-        return CompiledSchema(copy.deepcopy(schema), template, tuple(dict.fromkeys(compiler.fixed)))
+        return CompiledSchema(copy.deepcopy(schema), template, tuple(compiler.fixed))
 
     if key is None:
         return build()
