@@ -715,7 +715,9 @@ def patterns(draw):
     return ("^" if draw(st.booleans()) else "") + draw(pattern_bodies()) + ("$" if draw(st.booleans()) else "")
 
 
-@settings(max_examples=12, deadline=None)
+# derandomized: random nested repeats can make a pattern exponentially slow to compile (bounded by MAX_STATES,
+# but minutes); CI must see the same examples every run
+@settings(max_examples=12, deadline=None, derandomize=True)
 @given(pattern=patterns(), seed=st.integers(0, 10**6))
 def test_random_patterns_generate_strings_the_pattern_accepts(pattern, seed):
     schema = {"type": "object", "required": ["s"], "properties": {"s": {"type": "string", "pattern": pattern}}}
