@@ -43,7 +43,7 @@ def _parse_schedule(text: str) -> tuple[float, float, int | None]:
 
 
 def _schedule(row: dict) -> tuple[float, float, int]:
-    return row["t_max"], row["t_min"], row.get("max_steps", 48)  # rows written before budgets were swept: 48
+    return row["t_max"], row["t_min"], row["max_steps"]
 
 
 def write(rows: list[dict], out: Path, command: str, model: str, n: int, seed: int) -> list[Path]:

@@ -32,6 +32,7 @@ from diffreason.automaton import AutomatonTooLarge, BytesLRU, matches_nothing
 from diffreason.canvas import CanvasTemplate
 from diffreason.errors import DiffreasonError, TemplateError
 from diffreason.tasks.json_pattern import STRING_CHAR, PatternError, PatternLengthError, pattern_to_json_regex
+from diffreason.tasks.json_pattern import parser as pattern_parser
 
 
 class SchemaError(DiffreasonError):
@@ -876,7 +877,7 @@ class _Compiler:
     def within_lengths(schema: dict, regex: str) -> bool:
         """Does every full match of `regex` already have a length within the schema's minLength / maxLength?"""
         try:
-            shortest, longest = getattr(re, "_parser", None).parse(regex).getwidth()
+            shortest, longest = pattern_parser.parse(regex).getwidth()
         except Exception:
             return False
         return schema.get("minLength", 0) <= shortest and longest <= schema.get("maxLength", float("inf"))
