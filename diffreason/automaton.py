@@ -309,6 +309,22 @@ def _patch_interegular() -> None:
 Intersections = tuple[tuple[str, tuple[str, ...]], ...]
 
 
+class Complement(str):
+    """An intersection part that stands for every string its regex does NOT match (JSON Schema's `not`)."""
+
+    def __eq__(self, other):
+        return type(other) is Complement and str.__eq__(self, other)
+
+    def __ne__(self, other):
+        return not self == other
+
+    def __hash__(self):
+        return hash(("Complement", str(self)))
+
+    def __repr__(self):
+        return f"Complement({str.__repr__(self)})"
+
+
 @functools.cache
 def _intersection_node_cls():
     from interegular.fsm import FSM, Alphabet
@@ -338,7 +354,30 @@ def _intersection_node_cls():
         def simplify(self):
             return self
 
-    return _Intersection
+    @dataclass(frozen=True)
+    class _Complement(_Repeatable):
+        """The strings `part` does not match (an interegular pattern node, built as its FSM's complement)."""
+
+        part: object
+        __slots__ = ("part",)
+
+        def _get_alphabet(self, flags):
+            return self.part.get_alphabet(flags)
+
+        def _get_prefix_postfix(self):
+            return 0, 0
+
+        def _get_lengths(self):
+            return 0, None
+
+        def to_fsm(self, alphabet=None, prefix_postfix=None, flags=REFlags(0)):
+            alphabet = alphabet if alphabet is not None else self.get_alphabet(flags)
+            return self.part.to_fsm(alphabet, (0, 0), flags).everythingbut()
+
+        def simplify(self):
+            return self
+
+    return _Intersection, _Complement
 
 
 def _substitute(node, leaves: dict):
@@ -368,8 +407,10 @@ def _parse(regex: str, intersections: Intersections):
 
     pattern = interegular.parse_pattern(regex)
     if intersections:
-        node = _intersection_node_cls()
-        leaves = {mark: node(tuple(_parse(part, ()) for part in parts)) for mark, parts in intersections}
+        node, complement = _intersection_node_cls()
+        leaves = {mark: node(tuple(complement(_parse(part, ())) if isinstance(part, Complement) else _parse(part, ())
+                                   for part in parts))
+                  for mark, parts in intersections}
         pattern = _substitute(pattern, leaves)
     return pattern
 

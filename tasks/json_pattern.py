@@ -105,7 +105,7 @@ def _class_regex(chars: list[str]) -> str:
     return options[0] if len(options) == 1 else "(" + "|".join(options) + ")"
 
 
-def _translate(pattern, at_start: bool, at_end: bool) -> str:
+def _translate(pattern, at_start: bool, at_end: bool, exact: bool = False) -> str:
     items = list(pattern)
     out = []
     for i, (op, av) in enumerate(items):
@@ -122,18 +122,18 @@ def _translate(pattern, at_start: bool, at_end: bool) -> str:
         elif op is C.CATEGORY:
             out.append(_class_regex(_class_members([(C.CATEGORY, av)])))
         elif op is C.BRANCH:
-            subs = [_translate(p, at_start and zero_before, at_end and zero_after) for p in av[1]]
+            subs = [_translate(p, at_start and zero_before, at_end and zero_after, exact) for p in av[1]]
             out.append("(" + "|".join(subs) + ")")
         elif op is C.SUBPATTERN:
             group, add_flags, del_flags, sub = av
             if add_flags & ~re.UNICODE or del_flags:
                 raise PatternError("inline flags are not supported")
-            out.append("(" + _translate(sub, at_start and zero_before, at_end and zero_after) + ")")
+            out.append("(" + _translate(sub, at_start and zero_before, at_end and zero_after, exact) + ")")
         elif op in (C.MAX_REPEAT, C.MIN_REPEAT):  # laziness never changes whether a match exists
             lo, hi, sub = av
-            body = _translate(sub, False, False)
+            body = _translate(sub, False, False, exact)
             only_dots = all(o is C.ANY for o, _ in sub)
-            if only_dots and (hi == C.MAXREPEAT or hi > MAX_DOT_RUN):
+            if only_dots and (hi == C.MAXREPEAT or hi > MAX_DOT_RUN) and not exact:
                 hi = max(lo, MAX_DOT_RUN)
             bound = (
                 "*" if (lo, hi) == (0, C.MAXREPEAT) else "+" if (lo, hi) == (1, C.MAXREPEAT)
@@ -193,10 +193,12 @@ def _bound_lengths(parsed, min_length: int, max_length: float) -> None:
     parsed.data[position] = (items[variable[0]][0], (lo, hi, sub))
 
 
-def pattern_to_json_regex(pattern: str, min_length: int = 0, max_length: float = float("inf")) -> str:
+def pattern_to_json_regex(pattern: str, min_length: int = 0, max_length: float = float("inf"),
+                          exact: bool = False) -> str:
     """The regex over encoded JSON string bodies (quotes excluded) for a JSON Schema `pattern` (see the module doc),
     with every match's length (in characters) within [min_length, max_length] where the pattern's shape allows
-    (PatternLengthError where it does not)."""
+    (PatternLengthError where it does not). `exact`: runs of `.` are not capped, so among printable-ASCII strings
+    the regex matches exactly the pattern's full matches (what a complement, `not pattern`, needs)."""
     if not isinstance(pattern, str):
         raise PatternError(f"a pattern must be a string, got {type(pattern).__name__}")
     try:
@@ -208,4 +210,38 @@ def pattern_to_json_regex(pattern: str, min_length: int = 0, max_length: float =
     shortest, longest = parsed.getwidth()
     if shortest < min_length or longest > max_length:
         _bound_lengths(parsed, min_length, max_length)
-    return _translate(parsed, True, True)
+    return _translate(parsed, True, True, exact)
+
+
+def searched_json_regex(pattern: str) -> str:
+    """The printable-ASCII JSON strings (quotes included) that `pattern` is found in (`re.search`), exactly — what a
+    complement (`not pattern`) needs, where a value regex may be a subset. Anchors are read only at the very start and
+    end of the pattern; anywhere else, PatternError."""
+    try:
+        parsed = parser.parse(pattern) if isinstance(pattern, str) else None
+    except re.error as exc:
+        raise PatternError(f"not a regular expression Python accepts: {exc}") from None
+    if parsed is None:
+        raise PatternError(f"a pattern must be a string, got {type(pattern).__name__}")
+
+    def anchors(sub) -> int:
+        count = 0
+        for op, av in sub:
+            if op is C.AT:
+                count += 1
+            elif op is C.SUBPATTERN:
+                count += anchors(av[3])
+            elif op is C.BRANCH:
+                count += sum(anchors(p) for p in av[1])
+            elif op in (C.MAX_REPEAT, C.MIN_REPEAT):
+                count += anchors(av[2])
+        return count
+
+    items = list(parsed)
+    starts = bool(items) and items[0] in ((C.AT, C.AT_BEGINNING), (C.AT, C.AT_BEGINNING_STRING))
+    ends = len(items) > starts and items[-1] in ((C.AT, C.AT_END), (C.AT, C.AT_END_STRING))
+    if anchors(parsed) != starts + ends:
+        raise PatternError("anchors inside the pattern")
+    body = pattern_to_json_regex(pattern, exact=True)
+    any_chars = f"{STRING_CHAR}*"
+    return f'"{"" if starts else any_chars}({body}){"" if ends else any_chars}"'

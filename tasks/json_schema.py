@@ -7,10 +7,16 @@ tokens, which decoding removes. Optional properties, enums, booleans, anyOf/oneO
 choices inside a slot's language, so the model makes them.
 
 What outlines' regexes cannot express is added here: integer bounds (exact digit-range regexes), number bounds (a
-sound subset), type lists, `email` / `uri` formats. Anything else unsupported raises one `SchemaError` naming the
-keyword and its JSON path. Every result is checked with `jsonschema`. oneOf compiles when its branches provably exclude
-each other (distinct types, const/enum values, or required keys the other branches never write), as in
-discriminated unions; otherwise it fails clearly.
+sound subset), multipleOf (integers, or a choice among multiples that the validator's float division accepts), type
+lists, formats. Anything else unsupported raises one `SchemaError` naming the keyword and its JSON path. Every result
+is checked with `jsonschema`.
+
+`not` is folded into what we write: a value fails a schema when it fails any one of its keywords, so each keyword of
+the negated schema offers restrictions of the rest (other types, a flipped bound, a member left out, a member whose
+value fails, and for strings and integers the complement of an enum / const / pattern, built into the slot's
+automaton). oneOf: each branch writes only values that fail every other branch — it stays as is where the branches
+provably exclude each other (distinct types, discriminators, required keys), else the others' `not` is folded in; a
+branch left with no value is never written.
 
 Covered: objects with required/optional properties, nested objects, arrays (items, min/maxItems,
 uniqueItems over finite item sets), strings (enum, const, pattern, min/maxLength, date / date-time / time / uuid /
@@ -21,6 +27,7 @@ unfold to a depth limit).
 from __future__ import annotations
 
 import copy
+import decimal
 import json
 import math
 import re
@@ -28,10 +35,12 @@ from dataclasses import astuple, dataclass
 from pathlib import Path
 from typing import Any
 
-from diffreason.automaton import AutomatonTooLarge, BytesLRU, matches_nothing
+from diffreason.automaton import AutomatonTooLarge, BytesLRU, Complement, matches_nothing
 from diffreason.canvas import CanvasTemplate
 from diffreason.errors import DiffreasonError, TemplateError
-from diffreason.tasks.json_pattern import STRING_CHAR, PatternError, PatternLengthError, pattern_to_json_regex
+from diffreason.tasks.json_pattern import (
+    STRING_CHAR, PatternError, PatternLengthError, pattern_to_json_regex, searched_json_regex,
+)
 from diffreason.tasks.json_pattern import parser as pattern_parser
 
 
@@ -79,6 +88,10 @@ APPLIES = {
 }
 APPLIES["integer"] = APPLIES["number"]
 APPLIES["boolean"] = APPLIES["null"] = set()
+# A keyword of the compiler's own, never in a user's schema: regexes over a string's or integer's JSON text that the
+# value must not match, added where a `not` is folded (enum, const, pattern); the slot holds their complements.
+EXCLUDED = "$diffreason:excluded"
+VALIDATION_KEYWORDS.add(EXCLUDED)
 GENERIC = VALIDATION_KEYWORDS - set().union(*APPLIES.values())
 # What an unconstrained value ({} or true) becomes: any scalar — every one of them validates.
 ANY_VALUE = {"type": ["string", "number", "boolean", "null"]}
@@ -86,12 +99,29 @@ SUPPORTED = {
     "object": {"type", "properties", "required", "additionalProperties", "patternProperties", "minProperties",
                "maxProperties", "dependencies", "dependentRequired", "dependentSchemas"},
     "array": {"type", "items", "prefixItems", "additionalItems", "minItems", "maxItems", "uniqueItems"},
-    "string": {"type", "enum", "const", "pattern", "minLength", "maxLength", "format"},
-    "integer": {"type", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "enum", "const"},
-    "number": {"type", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "enum", "const"},
+    "string": {"type", "enum", "const", "pattern", "minLength", "maxLength", "format", EXCLUDED},
+    "integer": {"type", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf", "enum", "const",
+                EXCLUDED},
+    "number": {"type", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf", "enum", "const"},
     "boolean": {"type", "enum", "const"},
     "null": {"type", "enum", "const"},
 }
+# Ways to fail a bound: keyword → (the type it applies to, the bound that fails it, shift of the value; None: the
+# same value, as the exclusive / inclusive counterpart).
+NEGATED_BOUNDS = {
+    "minimum": ("number", "exclusiveMaximum", None), "exclusiveMinimum": ("number", "maximum", None),
+    "maximum": ("number", "exclusiveMinimum", None), "exclusiveMaximum": ("number", "minimum", None),
+    "minLength": ("string", "maxLength", -1), "maxLength": ("string", "minLength", 1),
+    "minItems": ("array", "maxItems", -1), "maxItems": ("array", "minItems", 1),
+}
+# The order in which a `not`'s keywords are tried: the ways that keep most of the values first.
+NEGATION_ORDER = ["type", "enum", "const", "required", *NEGATED_BOUNDS, "pattern", "anyOf", "oneOf", "items",
+                  "properties"]
+# Keywords whose ways to fail are only some of the ways (one member at a time, every item failing, every oneOf branch
+# failing): when none leaves a value, values may still exist, so the `not` is unsupported rather than unsatisfiable.
+SUBSET_NEGATIONS = {"properties", "items", "oneOf"}
+_EMPTY = object()  # a way to fail a `not` that leaves no value
+
 # Calendar dates (what a format checker's date.fromisoformat accepts): 31-, 30-day months and February to the 28th.
 _DATE = (r"[1-9][0-9]{3}-((0[13578]|1[02])-(0[1-9]|[12][0-9]|3[01])|(0[469]|11)-(0[1-9]|[12][0-9]|30)"
          r"|02-(0[1-9]|1[0-9]|2[0-8]))")
@@ -205,6 +235,38 @@ def _finite_values(schema: dict) -> list | None:
     return None
 
 
+def _draft4_bounds(schema: dict) -> dict:
+    """Draft 4's boolean exclusiveMinimum / exclusiveMaximum (flags on minimum / maximum) as the numbers of draft 6+.
+    (Later drafts refuse booleans there: compile_schema has checked the schema against its draft's metaschema.)"""
+    if not any(isinstance(schema.get(k), bool) for k in ("exclusiveMinimum", "exclusiveMaximum")):
+        return schema
+    out = dict(schema)
+    for flag, bound in (("exclusiveMinimum", "minimum"), ("exclusiveMaximum", "maximum")):
+        if isinstance(out.get(flag), bool) and out.pop(flag) and bound in out:
+            out[flag] = out.pop(bound)
+    return out
+
+
+def _empty_bounds(schema: dict) -> bool:
+    """Do the schema's own bounds leave no value of its type (min above max)? Draft 4's boolean exclusives aside."""
+    for lo, hi in (("minLength", "maxLength"), ("minItems", "maxItems")):
+        if lo in schema and hi in schema and schema[lo] > schema[hi]:
+            return True
+    bounds = [(schema[k], k) for k in ("minimum", "exclusiveMinimum", "maximum", "exclusiveMaximum")
+              if isinstance(schema.get(k), (int, float)) and not isinstance(schema.get(k), bool)]
+    lows = [(v, k.startswith("exclusive")) for v, k in bounds if "inimum" in k]
+    highs = [(v, k.startswith("exclusive")) for v, k in bounds if "aximum" in k]
+    if lows and highs:
+        (low, x_low), (high, x_high) = max(lows), min(highs, key=lambda b: (b[0], not b[1]))
+        if low > high or (low == high and (x_low or x_high)):
+            return True
+        if schema.get("type") == "integer":
+            first = math.floor(low) + 1 if x_low else math.ceil(low)
+            last = math.ceil(high) - 1 if x_high else math.floor(high)
+            return first > last
+    return False
+
+
 def _json_literal(value: Any) -> str:
     return re.escape(json.dumps(value, separators=(",", ":"), ensure_ascii=False))
 
@@ -247,6 +309,10 @@ class _Compiler:
 
         if self._validator is None:
             self._validator = validator(self.root)
+        if isinstance(node, dict) and EXCLUDED in node:  # the compiler's own keyword: jsonschema does not know it
+            text = json.dumps(value, ensure_ascii=False)
+            if any(re.fullmatch(x, text) for x in node[EXCLUDED]):
+                return False
         try:
             return self._validator.evolve(schema=node).is_valid(value)
         except Exception:  # an unresolvable reference or a malformed keyword: not a value we can vouch for
@@ -285,7 +351,9 @@ class _Compiler:
             schema = self.merge_all_of(schema, path, seen)
             if schema.keys() & {"$ref", "allOf"}:
                 return self.resolve(schema, path, seen, fold_not)
-        if "not" in schema and fold_not:  # (an allOf part keeps its `not` until the parts are merged)
+        # An allOf part keeps its `not` until the parts are merged; beside anyOf / oneOf, the `not` goes into each
+        # branch with the other siblings (folded there, it may drop a member one branch needs and another does not).
+        if "not" in schema and fold_not and "anyOf" not in schema and "oneOf" not in schema:
             schema = self.without_not(schema, path, seen)
         return schema, path, seen
 
@@ -294,13 +362,16 @@ class _Compiler:
     def without_not(self, schema: dict, path: str, seen: tuple) -> dict:
         """The schema without its `not`, restricted so that every value we write fails the negated schema.
 
-        Supported negations: a schema that accepts everything (no value), `false`, `required` (and anyOf of
-        `required`: members left out), `type` (types removed), and enum/const beside a finite set of values (the
-        values are filtered against the whole schema anyway).
+        A value fails a schema when it fails any one of its keywords, so each keyword of the negated schema offers
+        ways to fail it (see `negations`), each a restriction of the rest of the schema; the first that leaves values
+        wins. A finite set (enum / const beside the `not`) keeps its `not`: its values are checked against it.
         """
         neg, rest = schema["not"], {k: v for k, v in schema.items() if k != "not"}
-        if "enum" in rest or "const" in rest:
-            return schema  # a finite set: its values are checked against the whole schema, `not` included
+        if "enum" in rest or "const" in rest:  # a finite set: its values are checked against the whole schema
+            values = [rest["const"]] if "const" in rest else rest["enum"]
+            if isinstance(values, list) and not any(self.valid(v, schema) for v in values):
+                raise _NoValue(f"no 'enum' / 'const' value fails the 'not' at {path}/not")
+            return schema
         if neg is False:
             return rest
         if neg is True or (isinstance(neg, dict) and not (neg.keys() & VALIDATION_KEYWORDS)):
@@ -309,49 +380,142 @@ class _Compiler:
         keys = neg.keys() & VALIDATION_KEYWORDS
         if keys == {"not"}:  # not (not X) = X
             return self.resolve({"allOf": [rest, neg["not"]]} if rest else neg["not"], path, seen)[0]
+        unsupported = set()
+        for key in sorted(keys, key=lambda k: (NEGATION_ORDER.index(k) if k in NEGATION_ORDER else 99, k)):
+            options = self.negations(rest, neg, key, f"{path}/not", seen)
+            if options is None:
+                unsupported.add(key)
+                continue
+            for option in options:
+                if option is _EMPTY:
+                    continue
+                try:
+                    return self.resolve(option, path, seen)[0]
+                except _NoValue:
+                    continue
+                except SchemaError:
+                    unsupported.add(key)
+            if key in SUBSET_NEGATIONS:  # their ways are subsets: none left proves nothing
+                unsupported.add(key)
+        if unsupported:
+            self.fail(f"{path}/not", f"unsupported keyword 'not' (of {', '.join(sorted(unsupported))})")
+        raise _NoValue(f"no value satisfies the schema and fails its 'not' at {path}/not")
 
-        def required_sets(node) -> list | None:
-            node_keys = node.keys() & VALIDATION_KEYWORDS if isinstance(node, dict) else None
-            if node_keys == {"required"} and isinstance(node["required"], list):
-                return [node["required"]]
-            if node_keys == {"anyOf"} and isinstance(node["anyOf"], list):
-                sets = [required_sets(self.resolve(b, path, seen)[0]) for b in node["anyOf"]]
-                return None if None in sets else [r for group in sets for r in group]
+    def negations(self, rest: dict, neg: dict, key: str, path: str, seen: tuple):
+        """Restrictions of `rest` whose every value fails keyword `key` of `neg` (so fails `neg`), most general
+        first; None when this compiler has none for `key`. A keyword that applies to one type (pattern, minimum,
+        items, ...) is failed only by values of that type: values of other types pass it. (`format` too: a format
+        checker passes non-strings, and our format regexes are subsets, so they have no exact complement.)"""
+        types = self.types_of(rest)
+        value = neg[key]
+
+        def other_types(excluded: set[str]) -> dict | None:
+            if "number" in excluded:
+                excluded = excluded | {"integer"}
+            kept = [t for t in types if t not in excluded]
+            if "integer" in excluded and "number" in kept:  # non-integral numbers only: we write none
+                kept.remove("number")
+            return {**rest, "type": kept if len(kept) > 1 else kept[0]} if kept else None
+
+        def within(kind: str, extra: dict) -> dict | None:
+            kinds = [t for t in types if t == kind or (kind == "number" and t == "integer")]
+            if not kinds:
+                return None
+            try:
+                out = self.merge_two({**rest, "type": kinds if len(kinds) > 1 else kinds[0]}, extra, path)
+            except SchemaError:  # no value, or keywords this compiler cannot merge
+                return None
+            return None if _empty_bounds(out) else out
+
+        options: list[dict | None] = []
+        if key == "type":
+            banned = set(value if isinstance(value, list) else [value])
+            if "integer" in banned and "number" not in banned and "number" in types and set(types) - banned <= {"number"}:
+                return None  # only non-integral numbers would be left: we write none
+            options = [other_types(banned)]
+        elif key in ("enum", "const"):
+            values = [value] if key == "const" else value
+            if not isinstance(values, list):
+                return None
+            options.append(other_types({_json_type(v) for v in values}))
+            if set(types) <= {"string", "integer"}:  # the other values' JSON texts, as complements
+                texts = [json.dumps(v, ensure_ascii=False) for v in values if isinstance(v, str) and "string" in types]
+                texts += [str(int(v)) for v in values if isinstance(v, (int, float)) and not isinstance(v, bool)
+                          and float(v).is_integer() and "integer" in types]
+                options.append({**rest, EXCLUDED: [*rest.get(EXCLUDED, []), "|".join(map(re.escape, texts))]}
+                               if texts else rest)
+        elif key == "pattern":
+            try:
+                options.append(within("string", {EXCLUDED: [searched_json_regex(value)]}))
+            except PatternError:
+                return None
+        elif key in NEGATED_BOUNDS:
+            kind, flipped, shift = NEGATED_BOUNDS[key]
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                return None  # draft 4's boolean exclusiveMinimum / exclusiveMaximum
+            if shift is None or value + shift >= 0:
+                options.append(within(kind, {flipped: value if shift is None else value + shift}))
+        elif key == "required":
+            if not isinstance(value, list):
+                return None
+            if not value:
+                return [None]
+            props = rest.get("properties", {})
+            if any(n not in props and n not in rest.get("required", []) for n in value):
+                options.append(within("object", {}))  # we write declared and required members only
+            for name in value:
+                if name in props and name not in rest.get("required", []):
+                    base = within("object", {})
+                    if base is not None:
+                        options.append({**base, "properties": {k: v for k, v in props.items() if k != name}})
+        elif key == "properties":
+            if not isinstance(value, dict):
+                return None
+            for name, sub in value.items():
+                if sub is True or (isinstance(sub, dict) and not (sub.keys() & VALIDATION_KEYWORDS)):
+                    continue  # every value of this member passes
+                declared = rest.get("properties", {})
+                extra = rest.get("additionalProperties", True)
+                if name not in declared and (extra is False or rest.get("patternProperties")):
+                    continue
+                member = {"not": sub} if name in declared or extra is True else {"allOf": [extra, {"not": sub}]}
+                option = within("object", {"required": [name], "properties": {name: member}})
+                if option is None:
+                    continue
+                try:  # the member's own `not` folded now: one that leaves no value rules this way out
+                    self.resolve(option["properties"][name], f"{path}/properties/{name}", seen)
+                except SchemaError:
+                    continue
+                options.append(option)
+        elif key == "items" and isinstance(value, (dict, bool)):  # an array whose items all fail (one would do)
+            option = within("array", {"minItems": max(1, rest.get("minItems", 1)), "items": {"not": value}})
+            try:  # the items' own `not` folded now: one that leaves no value rules this way out
+                if option is not None and not isinstance(option.get("items"), list):
+                    self.resolve(option["items"], f"{path}/items", seen)
+            except SchemaError:
+                option = None
+            options.append(option)
+        elif key in ("anyOf", "oneOf"):  # not (A or B) = not A and not B; failing every oneOf branch fails oneOf
+            if not isinstance(value, list):
+                return None
+            out = rest
+            try:
+                for branch in value:
+                    both = {"anyOf": [out["not"], branch]} if "not" in out else branch
+                    out = self.without_not({**out, "not": both}, path, seen)
+            except _NoValue:
+                out = None
+            options.append(out)
+        else:
             return None
+        return [o if o is not None else _EMPTY for o in options]
 
-        if (sets := required_sets(neg)) is not None:
-            # Only objects can lack a member (other types pass `required`, so fail its negation). Each set needs
-            # one member missing: leave out a member nothing requires.
-            types = rest.get("type", "object")
-            if "object" not in (types if isinstance(types, list) else [types]):
-                raise _NoValue(f"'not' 'required' leaves no value of type {types!r} at {path}/not")
-            rest["type"] = "object"
-            required = set(rest.get("required", []))
-            props = dict(rest.get("properties", {}))
-            for names in sets:
-                if not names:
-                    raise _NoValue(f"'not' of 'required: []' accepts no value at {path}/not")
-                if any(n not in props and n not in required for n in names):
-                    continue  # already never written: we write declared and required members only
-                drop = next((n for n in names if n not in required), None)
-                if drop is None:
-                    raise _NoValue(f"'not' forbids required members {names} at {path}/not")
-                props.pop(drop)
-            rest["properties"] = props
-            return rest
-        if keys == {"type"}:
-            banned = set(neg["type"] if isinstance(neg["type"], list) else [neg["type"]])
-            if "number" in banned:
-                banned.add("integer")
-            if "integer" in banned and "number" not in banned:
-                self.fail(f"{path}/not", "unsupported keyword 'not' of type 'integer' (non-integral numbers only)")
-            types = rest.get("type", ["object", "array", "string", "number", "boolean", "null"])
-            kept = [t for t in (types if isinstance(types, list) else [types]) if t not in banned]
-            if not kept:
-                raise _NoValue(f"'not' removes every type at {path}/not")
-            rest["type"] = kept if len(kept) > 1 else kept[0]
-            return rest
-        self.fail(f"{path}/not", f"unsupported keyword 'not' (of {', '.join(sorted(keys)) or 'this schema'})")
+    def types_of(self, schema: dict) -> list[str]:
+        """The JSON types `schema`'s own type keyword allows (all of them when it has none, or when it is the scalars
+        resolve writes for a schema that accepts everything)."""
+        every = ["object", "array", "string", "number", "boolean", "null"]
+        kind = every if schema == ANY_VALUE else schema.get("type", every)
+        return list(kind) if isinstance(kind, list) else [kind]
 
     # -- allOf: every part must hold, so the parts merge into one schema ---------------------------------------------
 
@@ -401,6 +565,8 @@ class _Compiler:
                 out[key] = min(mine, value)
             elif key == "enum":
                 out[key] = [v for v in mine if any(v == w and _json_type(v) == _json_type(w) for w in value)]
+            elif key == EXCLUDED:
+                out[key] = [*mine, *value]
             elif key == "not":  # not A and not B: not (A or B)
                 out[key] = {"anyOf": [mine, value]}
             elif key in ("items", "additionalProperties") and isinstance(mine, dict) and isinstance(value, dict):
@@ -430,7 +596,8 @@ class _Compiler:
             resolved = self.resolve(schema, "", seen)[0]
         except SchemaError:
             return self.budget.max_regex
-        return self.budget.max_regex * (10 if "enum" in resolved or "const" in resolved else 1)
+        finite = resolved.keys() & {"enum", "const", "multipleOf"}  # multipleOf: a choice among multiples
+        return self.budget.max_regex * (10 if finite else 1)
 
     def slot(self, regex: str, length: int, path: str, limit: int | None = None) -> CanvasTemplate:
         if self.regex_size(regex) > (limit or self.budget.max_regex):
@@ -504,6 +671,10 @@ class _Compiler:
             return "null", 4
         if kind == "boolean":
             return "(true|false)", 5
+        if kind in ("integer", "number"):
+            schema = _draft4_bounds(schema)
+        if kind in ("integer", "number") and "multipleOf" in schema:
+            return self.multiples_regex(schema, kind, path)
         if kind == "integer":
             lo, hi = schema.get("minimum"), schema.get("maximum")
             lo = None if lo is None else math.ceil(lo)
@@ -514,9 +685,15 @@ class _Compiler:
                 hi = min(hi if hi is not None else 10**12, math.ceil(schema["exclusiveMaximum"]) - 1)
             width = self.budget.number if lo is None or hi is None else max(len(str(lo)), len(str(hi)))
             try:
-                return integer_regex(lo, hi), width
+                regex = integer_regex(lo, hi)
             except ValueError as exc:
                 self.fail(path, str(exc))
+            if EXCLUDED in schema:  # integers a `not` rules out (enum, const)
+                parts = (regex, *(Complement(x) for x in schema[EXCLUDED]))
+                regex = self.intersect(*parts)
+                if matches_nothing(regex, ((regex, parts),)):
+                    raise _NoValue(f"no integer satisfies the schema and its 'not' at {path}")
+            return regex, width
         if kind == "number":
             return self.number_regex(schema, path), self.budget.number + 4
         if kind == "string":
@@ -552,10 +729,13 @@ class _Compiler:
     def alternatives(self, schema: dict, key: str, path: str, seen: tuple) -> list:
         """The branches to write for anyOf / oneOf: siblings folded in; for oneOf, made mutually exclusive."""
         branches = self.branches(schema, key, path)
-        return self.exclusive_branches(branches, path, seen) if key == "oneOf" else branches
+        if key == "oneOf":
+            return self.exclusive_branches(branches, schema[key], path, seen)
+        return [b for b in branches if b is not None]
 
     def branches(self, schema: dict, key: str, path: str) -> list:
-        """anyOf / oneOf branches with the sibling keywords folded in (a value must satisfy both)."""
+        """anyOf / oneOf branches with the sibling keywords folded in (a value must satisfy both); None for a branch
+        that accepts nothing beside them (never chosen)."""
         if not isinstance(schema[key], list) or not schema[key]:
             self.fail(f"{path}/{key}", f"'{key}' must be a non-empty list")
         if "anyOf" in schema and "oneOf" in schema:
@@ -571,43 +751,70 @@ class _Compiler:
                 sub, sub_path, _ = self.resolve(sub, f"{path}/{key}/{i}", fold_not=False)
                 out.append(self.merge_two(siblings, sub, sub_path))
             except _NoValue as exc:  # this branch accepts nothing beside the siblings: never chosen
+                out.append(None)
                 empty = exc
-        if not out:
+        if all(b is None for b in out):
             raise empty
         return out
 
     # -- oneOf: exactly one branch must match, so each branch's outputs must fail every other branch ----------------
 
-    def exclusive_branches(self, branches: list, path: str, seen: tuple) -> list:
-        """The oneOf branches to generate from, each provably failing every other branch, or an error.
+    def exclusive_branches(self, branches: list, raw: list, path: str, seen: tuple) -> list:
+        """The oneOf branches to generate from, each of whose values fails every other branch, or an error.
 
-        An object branch that overlaps another may leave out its optional members that the other requires: its
-        objects then always miss a key the other needs (a subset of its outputs, so still valid for it).
+        `branches` have the siblings folded in (None: accepts nothing); `raw` are the branches as written. For each
+        pair a branch that provably excludes the other stays as is. Otherwise, in turn: an object branch leaves out
+        its optional members that another requires, or requires one whose value fails the other; or, in general, the
+        other branch's `not` is folded into it (see `without_not`). A branch left with no value is never the one that
+        matches, so it is not written (the others must still fail it).
         """
-        resolved, empty = [], None
+        resolved, kept, empty = [], {}, None  # kept: each branch with its `not` unfolded, to test exclusion against
         for i, b in enumerate(branches):
+            if b is None:
+                continue
             try:
-                resolved.append(self.resolve(b, f"{path}/oneOf/{i}", seen)[0])
+                resolved.append((i, self.resolve(b, f"{path}/oneOf/{i}", seen)[0]))
+                kept[i] = self.as_accepted(b, seen)
             except _NoValue as exc:  # accepts nothing, so it can never be the one that matches
                 empty = exc
         if not resolved:
-            raise empty
+            raise empty or _NoValue(f"no branch accepts a value at {path}/oneOf")
         out = []
-        for i, a in enumerate(resolved):
-            others = [(j, b) for j, b in enumerate(resolved) if j != i]
-            if not all(self.excludes(a, b, seen) for _, b in others) and isinstance(a.get("properties"), dict):
+        for i, a in resolved:
+            others = [(j, kept[j]) for j, _ in resolved if j != i]
+            if not all(self.excludes(a, b, seen, raw[j]) for j, b in others) and isinstance(a.get("properties"), dict):
                 required = set(a.get("required", []))
                 drop = {k for _, b in others for k in b.get("required", []) if k not in required}
                 if drop & a["properties"].keys():
                     a = {**a, "properties": {k: v for k, v in a["properties"].items() if k not in drop}}
-            for j, b in others:
-                if not self.excludes(a, b, seen):
-                    a = self.force_member_against(a, b, seen)
-                if not self.excludes(a, b, seen):
-                    self.fail(f"{path}/oneOf", f"unsupported keyword 'oneOf' (branches {i} and {j} may both match; "
-                                               "give them distinct types, const/enum values or required keys)")
+            try:
+                for j, b in others:
+                    if b == kept[i]:  # the same schema twice: whatever matches one matches both
+                        raise _NoValue(f"branches {i} and {j} are the same schema at {path}/oneOf")
+                    if not self.excludes(a, b, seen, raw[j]):
+                        a = self.force_member_against(a, b, seen)
+                    if not self.excludes(a, b, seen, raw[j]):
+                        try:
+                            a = self.without_not({**a, "not": raw[j]}, f"{path}/oneOf/{i}", seen)
+                        except _NoValue:
+                            raise
+                        except SchemaError as exc:
+                            self.fail(f"{path}/oneOf", f"unsupported keyword 'oneOf' (branches {i} and {j} may both "
+                                                       f"match, and {exc})")
+            except _NoValue as exc:  # no value of branch i fails every other branch
+                empty = exc
+                continue
             out.append(a)
+        if not out:
+            raise _NoValue(f"no value matches exactly one 'oneOf' branch at {path}/oneOf")
         return out
+
+    def as_accepted(self, schema: Any, seen: tuple) -> dict:
+        """`schema` resolved to test what it accepts: its `not` kept (see `excludes`), and a schema that accepts every
+        value as {} (resolve gives ANY_VALUE, the scalars we write for it — fewer than it accepts)."""
+        if schema is True or (isinstance(schema, dict) and not (schema.keys() & VALIDATION_KEYWORDS)):
+            return {}
+        return self.resolve(schema, "", seen, fold_not=False)[0]
 
     def force_member_against(self, a: dict, b: dict, seen: tuple) -> dict:
         """`a` with one optional member made required whose presence fails `b` (b forbids the name, or its values
@@ -620,10 +827,10 @@ class _Compiler:
         for key in [k for k in props if k not in required]:
             if key in b_props:
                 try:
-                    mine, theirs = self.resolve(props[key], "", seen)[0], self.resolve(b_props[key], "", seen)[0]
+                    mine, theirs = self.resolve(props[key], "", seen)[0], self.as_accepted(b_props[key], seen)
                 except SchemaError:
                     continue
-                fails_b = b_props[key] not in (True, {}) and self.excludes(mine, theirs, seen)
+                fails_b = theirs != {} and self.excludes(mine, theirs, seen)
             else:
                 fails_b = b.get("additionalProperties") is False and not b.get("patternProperties")
             if fails_b:
@@ -661,8 +868,13 @@ class _Compiler:
             return None
         return {"number" if t == "integer" else t for t in (kind if isinstance(kind, list) else [kind])}
 
-    def excludes(self, a: dict, b: dict, seen: tuple) -> bool:
-        """True when provably no value this compiler emits for `a` validates against `b` (a sound, partial test)."""
+    def excludes(self, a: dict, b: dict, seen: tuple, raw_b: Any = None) -> bool:
+        """True when provably no value this compiler emits for `a` validates against `b` (a sound, partial test).
+
+        `a` is what we write from (its `not` folded in); `b` must keep its `not` (resolved with fold_not=False): a
+        folded `not` narrows a schema below what it accepts, and a value outside the narrowed `b` may still pass `b`.
+        `raw_b`: `b` as written, to check a finite `a`'s values against exactly.
+        """
         emitted, accepted = self.emitted_types(a, seen), self.accepted_types(b)
         if emitted is not None and accepted is not None and not emitted & accepted:
             return True
@@ -670,19 +882,25 @@ class _Compiler:
         finite_b = _finite_values(b)
         if finite_a is not None and finite_b is not None:
             return not any(x == y and _json_type(x) == _json_type(y) for x in finite_a for y in finite_b)
-        if emitted == {"object"} and "anyOf" not in a and "oneOf" not in a:
+        if finite_b is not None and not any(self.valid(v, a) for v in finite_b):
+            return True  # we write only values `a` accepts, and `a` accepts none of b's
+        if finite_a is not None and raw_b is not None and not any(self.valid(v, raw_b) for v in finite_a):
+            return True
+        if emitted == {"object"}:
             a_props, b_props = a.get("properties", {}), b.get("properties", {})
             a_required = [k for k in a.get("required", []) if k in a_props]
-            # b requires a key a never writes
-            if any(k not in a_props for k in b.get("required", []) if isinstance(b.get("required"), list)):
+            # b requires a key a never writes (a's own anyOf / oneOf branches may declare more members)
+            never = "anyOf" not in a and "oneOf" not in a
+            if never and any(k not in a_props for k in b.get("required", []) if isinstance(b.get("required"), list)):
                 return True
+            # a always writes a member b forbids, or whose value b's refuses (a's branches only narrow it further)
             for key in a_required:
                 if key not in b_props:
-                    if b.get("additionalProperties") is False:
+                    if b.get("additionalProperties") is False and not b.get("patternProperties"):
                         return True
                     continue
                 sub_a = self.resolve(a_props[key], "", seen)[0]
-                sub_b = self.resolve(b_props[key], "", seen)[0] if b_props[key] not in (True, {}) else {}
+                sub_b = self.as_accepted(b_props[key], seen)
                 if sub_b and self.excludes(sub_a, sub_b, seen):
                     return True
         return False
@@ -783,9 +1001,37 @@ class _Compiler:
                     self.fail(f"{path}/patternProperties",
                               f"unsupported keyword 'patternProperties' ({pattern!r} matches property {hit!r})")
 
+    def multiples_regex(self, schema: dict, kind: str, path: str) -> tuple[str, int]:
+        """multipleOf d: multiples of 1 are the integers within the bounds. Otherwise a choice among multiples k·d,
+        k spread over magnitudes (1..99 × 10^e, e = 0..2, and 0; negated too where the bounds allow). No digit pattern
+        is exact: validators divide in floating point, so 0.07 fails multipleOf 0.01 (0.07 / 0.01 = 7.000000000000001)
+        — each candidate is kept only if it validates against the whole schema."""
+        d = schema["multipleOf"]
+        if isinstance(d, bool) or not isinstance(d, (int, float)) or not d > 0 or math.isinf(d):
+            self.fail(f"{path}/multipleOf", f"'multipleOf' must be a positive number, got {d!r}")
+        rest = {k: v for k, v in schema.items() if k != "multipleOf"}
+        if d == 1:
+            return self.value_regex({**rest, "type": "integer"}, path)
+        step = decimal.Decimal(repr(d))
+        ks = sorted({m * 10**e for m in range(1, 100) for e in range(3)})
+        lits = []
+        for k in [0, *ks, *(-k for k in ks)]:
+            text = format((step * k).normalize(), "f")
+            if self.valid(json.loads(text), schema) and not any(re.fullmatch(x, text) for x in schema.get(EXCLUDED, [])):
+                lits.append(text)
+        if not lits:
+            self.fail(f"{path}/multipleOf", f"unsupported keyword 'multipleOf' ({d!r}: none of the multiples tried, "
+                                            f"k·{d!r} for |k| <= 9900, validates)")
+        return "(" + "|".join(re.escape(v) for v in lits) + ")", max(len(v) for v in lits)
+
     def number_regex(self, schema: dict, path: str) -> str:
         lo, hi = schema.get("minimum"), schema.get("maximum")
         xlo, xhi = schema.get("exclusiveMinimum"), schema.get("exclusiveMaximum")
+        # Both an inclusive and an exclusive bound on one side: only the tighter one counts.
+        if lo is not None and xlo is not None:
+            lo, xlo = (None, xlo) if xlo >= lo else (lo, None)
+        if hi is not None and xhi is not None:
+            hi, xhi = (None, xhi) if xhi <= hi else (hi, None)
         if lo is None and hi is None and xlo is None and xhi is None:
             return r"-?(0|[1-9][0-9]*)(\.[0-9]{1,6})?"
         # A sound subset: integers within the bounds, and decimals i.f whose whole interval fits — (i, i+1) for
@@ -823,7 +1069,8 @@ class _Compiler:
         # (a 32767-character bound would be 32767 automaton states).
         hi = min(int(hi), max(lo, width - 2)) if hi is not None else max(lo, width - 2)
         lengths = f'"{STRING_CHAR}{{{lo},{hi}}}"'
-        if not fmt and "pattern" not in schema:
+        excluded = schema.get(EXCLUDED, [])
+        if not fmt and "pattern" not in schema and not excluded:
             return lengths, min(hi + 2, self.budget.max_slot)
         # format, pattern and the lengths must all hold: the slot holds the intersection of their regexes, leaving
         # the lengths out where every match of the others already has a length within them.
@@ -855,13 +1102,17 @@ class _Compiler:
             regexes.append(lengths)
             keywords += [f"{k} {schema[k]}" for k in ("minLength", "maxLength") if k in schema]
             width = min(width, hi + 2)
+        if excluded:  # complements are exact among printable-ASCII strings only: the slot holds to those
+            regexes += [f'"{STRING_CHAR}*"', *(Complement(x) for x in excluded)]
         width = min(max(width, lo + 2), self.budget.max_slot)
         if len(regexes) == 1:
             return regexes[0], width
         regex = self.intersect(*regexes)
         if matches_nothing(regex, ((regex, tuple(regexes)),)):
+            # no value here: an anyOf / oneOf branch like this is never taken, a member is left out where it may be
             capped = " (maxLength capped at the slot budget)" if hi < schema.get("maxLength", hi) else ""
-            self.fail(path, f"no string satisfies {', '.join(keywords)} together{capped}")
+            together = f"{', '.join(keywords)} together" if keywords else "the schema"
+            raise _NoValue(f"no string satisfies {together}{' and its not' if excluded else ''}{capped} at {path}")
         return regex, width
 
     @staticmethod

@@ -185,3 +185,20 @@ def test_intersections_stand_where_their_placeholder_is():
     literal = TokenAutomaton.from_regex(mark + "x", TOK)
     assert literal.accepts(TOK.encode(mark + "x", add_special_tokens=False))
     assert not literal.accepts(TOK.encode('"ab"', add_special_tokens=False))
+
+
+def test_complement_parts_stand_for_what_their_regex_does_not_match():
+    """`not`: a Complement part of an intersection matches exactly the strings its regex does not (checked over
+    every string of up to three characters of a small alphabet)."""
+    import itertools
+
+    from diffreason.automaton import Complement, _char_fsm
+
+    mark = "\U000f0000"
+    parts = ((mark, ('"[a-c]{0,3}"', Complement('"(ab|c|b[a-c]*)"'))),)
+    fsm = _char_fsm(mark, parts)
+    for n in range(4):
+        for chars in itertools.product("abc", repeat=n):
+            s = '"' + "".join(chars) + '"'
+            assert fsm.accepts(s) == (not re.fullmatch(r'"(ab|c|b[a-c]*)"', s)), s
+    assert Complement("x") != "x" and len({Complement("x"), "x"}) == 2  # distinct cache keys

@@ -118,13 +118,15 @@ def test_generated_schemas_always_validate(schema, seed):
         ({"type": "object", "required": ["n"], "properties": {"n": {"$ref": "#/$defs/n"}},
           "$defs": {"n": {"type": "object", "required": ["next"], "properties": {"next": {"$ref": "#/$defs/n"}}}}},
          "recursive reference #/$defs/n is required at every depth"),
-        ({"type": "object", "required": ["a"], "properties": {"a": {"type": "integer", "multipleOf": 3}}},
-         "unsupported keyword 'multipleOf' for type 'integer' at /properties/a/multipleOf"),
+        ({"type": "object", "required": ["a"], "properties": {"a": {"type": "integer", "multipleOf": 7, "minimum": 1,
+                                                                    "maximum": 6}}},
+         "unsupported keyword 'multipleOf' (7: none of the multiples tried, k·7 for |k| <= 9900, validates) at "
+         "/properties/a/multipleOf"),
         ({"type": "object", "required": ["a"], "properties": {}, "additionalProperties": False},
          "required property 'a' is not declared and additionalProperties is false"),
         ({"type": "object", "required": ["a"], "properties": {"a": False}}, "the schema false accepts no value at /properties/a"),
-        ({"type": "object", "required": ["a"], "properties": {"a": {"type": "string", "not": {"const": "x"}}}},
-         "unsupported keyword 'not' (of const) at /properties/a/not"),
+        ({"type": "object", "required": ["a"], "properties": {"a": {"type": "array", "not": {"uniqueItems": True}}}},
+         "unsupported keyword 'not' (of uniqueItems) at /properties/a/not"),
         ({"type": "object", "required": ["a"], "patternProperties": {"^a": {"type": "integer"}},
           "properties": {"a": {"type": "string"}}}, "'patternProperties' ('^a' matches property 'a')"),
     ],
@@ -411,9 +413,13 @@ def test_one_of_branches_are_choices_the_model_makes():
 @pytest.mark.parametrize(
     "schema, message",
     [
-        ({"oneOf": [{"type": "integer"}, {"type": "number"}]}, "unsupported keyword 'oneOf' (branches 0 and 1 may both"),
-        ({"type": "object", "required": ["v"], "properties": {"v": {"oneOf": [{"type": "string"}, {"enum": ["x", 1]}]}}},
-         "may both match; give them distinct types, const/enum values or required keys) at /properties/v/oneOf"),
+        ({"oneOf": [{"type": "integer"}, {"type": "number"}]},
+         "unsupported keyword 'oneOf' (branches 1 and 0 may both match, and unsupported keyword 'not' (of type)"),
+        ({"type": "object", "required": ["v"], "properties": {"v": {"oneOf": [
+            {"type": "array", "items": {"enum": ["a", "b"]}, "uniqueItems": True},
+            {"type": "array", "items": {"enum": ["a", "b"]}}]}}},
+         "(branches 0 and 1 may both match, and unsupported keyword 'not' (of items) at /properties/v/oneOf/0/not) at "
+         "/properties/v/oneOf"),
         ({"type": "string", "oneOf": [{"type": "integer"}]}, "types ['string'] and ['integer'] accept no common value"),
     ],
 )
@@ -659,10 +665,10 @@ def test_not_restricts_what_is_written(schema):
 
 @pytest.mark.parametrize("schema, message", [
     ({"type": "object", "required": ["a"], "properties": {"a": {"type": "integer"}}, "not": {"required": ["a"]}},
-     "'not' forbids required members ['a']"),
+     "no value satisfies the schema and fails its 'not' at /not"),
     ({"type": "object", "required": ["a"], "properties": {"a": {"not": {}}}}, "'not' of a schema that accepts every value"),
-    ({"type": "object", "required": ["a"], "properties": {"a": {"type": "string", "not": {"pattern": "^x"}}}},
-     "unsupported keyword 'not' (of pattern) at /properties/a/not"),
+    ({"type": "object", "required": ["a"], "properties": {"a": {"type": "string", "not": {"format": "date"}}}},
+     "unsupported keyword 'not' (of format) at /properties/a/not"),
 ])
 def test_not_that_leaves_nothing_or_is_unsupported_fails_clearly(schema, message):
     with pytest.raises(SchemaError, match=re.escape(message)):
@@ -765,3 +771,103 @@ def test_schemas_no_output_could_satisfy_are_refused(schema, message):
     """An invalid schema: no validator accepts anything against it."""
     with pytest.raises(SchemaError, match=re.escape(message)):
         compile_schema(schema, TOK)
+
+
+def _value_language(schema):
+    """The character automaton of a value's slot (intersections and complements included)."""
+    from diffreason.automaton import _char_fsm
+    from diffreason.tasks.json_schema import Budget, _Compiler
+
+    compiler = _Compiler(schema, TOK, Budget())
+    regex, _ = compiler.value_regex(schema, "")
+    return _char_fsm(regex, tuple((mark, parts) for parts, mark in compiler.intersections.items()))
+
+
+@pytest.mark.parametrize("schema, accepted", [
+    # not enum / const / pattern of strings: complements, exact over printable ASCII
+    ({"type": "string", "maxLength": 1, "not": {"enum": ["a", "b"]}},
+     lambda s: len(s) <= 1 and s not in ("a", "b")),
+    ({"type": "string", "maxLength": 2, "not": {"anyOf": [{"const": "q"}, {"pattern": "^x"}]}},
+     lambda s: len(s) <= 2 and s != "q" and not s.startswith("x")),
+    ({"type": "string", "maxLength": 2, "not": {"pattern": "a.*b"}}, lambda s: len(s) <= 2 and s != "ab"),
+    ({"type": "string", "maxLength": 3, "not": {"minLength": 2}}, lambda s: len(s) < 2),
+])
+def test_not_of_strings_is_exact(schema, accepted):
+    import itertools
+
+    fsm = _value_language(schema)
+    for n in range(4):
+        for chars in itertools.product("abqx", repeat=n):
+            s = "".join(chars)
+            assert fsm.accepts(json.dumps(s)) == accepted(s), s
+
+
+@pytest.mark.parametrize("schema, values", [
+    ({"type": "integer", "minimum": 0, "maximum": 3, "not": {"enum": [0, 1, 2.0]}}, {3}),
+    ({"type": "integer", "minimum": -2, "maximum": 9, "not": {"minimum": 1}}, {-2, -1, 0}),
+    ({"type": "integer", "not": {"exclusiveMaximum": 7}, "maximum": 8}, {7, 8}),
+    ({"type": "integer", "multipleOf": 12, "minimum": 5, "maximum": 50}, {12, 24, 36, 48}),
+    ({"type": "number", "multipleOf": 1.0, "minimum": -2, "maximum": 1}, {-2, -1, 0, 1}),
+])
+def test_not_and_multiple_of_on_integers_are_exact(schema, values):
+    fsm = _value_language(schema)
+    assert {v for v in range(-30, 60) if fsm.accepts(str(v))} == values
+
+
+@pytest.mark.parametrize("schema", [
+    {"type": "number", "multipleOf": 0.01},  # 0.07 / 0.01 = 7.000000000000001: jsonschema refuses 0.07
+    {"type": "number", "multipleOf": 0.1, "minimum": 0.3, "exclusiveMaximum": 5},
+    {"type": "number", "multipleOf": 0.25, "maximum": 0},
+    {"type": ["integer", "null"], "multipleOf": 4},
+    {"type": "number", "maximum": 10, "exclusiveMaximum": 5},  # both bounds: the tighter one holds
+])
+def test_multiple_of_and_double_bounds_always_validate(schema):
+    compiled = compile_schema({"type": "object", "required": ["x"], "properties": {"x": schema}}, TOK)
+    for seed in range(24):
+        validate(fill_and_parse(compiled, seed), {"type": "object", "properties": {"x": schema}})
+
+
+OVERLAPPING_ONE_OF = [
+    # a branch that contains another: the bigger one writes only values outside it (a complement)
+    {"oneOf": [{"type": "string", "pattern": "^[a-f0-9]{4}$"}, {"type": "string", "maxLength": 6}]},
+    # required keys that overlap (glaive's calculate_volume): radius alone must not also carry height
+    {"type": "object", "properties": {"radius": {"type": "number"}, "height": {"type": "number"},
+                                      "length": {"type": "number"}},
+     "oneOf": [{"required": ["length"]}, {"required": ["radius"]}, {"required": ["radius", "height"]}]},
+    # two open objects: each writes a member that fails the other (the other's member, of a type it refuses)
+    {"oneOf": [{"type": "object", "properties": {"red": {"type": "string"}}},
+               {"type": "object", "properties": {"blue": {"type": "string"}}}]},
+    # a branch accepting everything: the others can never be the one, it writes what they refuse
+    {"oneOf": [{"x-instanceof": "RegExp"}, {"type": "string"}, {"type": "array", "minItems": 1}]},
+    # overlapping enums and strings
+    {"oneOf": [{"type": "string"}, {"enum": ["x", 1, None]}]},
+    # numbers against bounds
+    {"oneOf": [{"type": "integer", "maximum": 10}, {"type": "integer", "minimum": 5}]},
+]
+
+
+@pytest.mark.parametrize("schema", OVERLAPPING_ONE_OF)
+def test_one_of_with_overlapping_branches_always_validates(schema):
+    compiled = compile_schema(schema, TOK)
+    for seed in range(24):
+        validate(fill_and_parse(compiled, seed), schema)
+
+
+def test_one_of_whose_branches_always_match_together_accepts_nothing():
+    same = {"type": "object", "properties": {"t": {"type": "string"}}}
+    schema = {"type": "object", "required": ["p"], "properties": {"p": {"oneOf": [same, same]}}}
+    with pytest.raises(SchemaError, match="no value matches exactly one 'oneOf' branch at /properties/p/oneOf"):
+        compile_schema(schema, TOK)
+    optional = {"type": "object", "properties": {"p": {"oneOf": [same, same]}, "q": {"type": "null"}}}
+    for seed in range(4):  # an optional member that cannot hold a value is left out
+        assert "p" not in fill_and_parse(compile_schema(optional, TOK), seed)
+
+
+def test_draft4_boolean_exclusive_bounds_are_flags_on_minimum_and_maximum():
+    draft4 = "http://json-schema.org/draft-04/schema#"
+    open_ = {"$schema": draft4, "type": "integer", "minimum": 5, "exclusiveMinimum": True, "maximum": 9,
+             "exclusiveMaximum": True}
+    closed = {"$schema": draft4, "type": "integer", "minimum": 5, "exclusiveMinimum": False, "maximum": 7}
+    for schema, values in ((open_, {6, 7, 8}), (closed, {5, 6, 7})):
+        fsm = _value_language(schema)
+        assert {v for v in range(-5, 20) if fsm.accepts(str(v))} == values
