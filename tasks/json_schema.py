@@ -26,8 +26,10 @@ unfold to a depth limit).
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import decimal
+import itertools
 import json
 import math
 import re
@@ -88,18 +90,21 @@ APPLIES = {
 }
 APPLIES["integer"] = APPLIES["number"]
 APPLIES["boolean"] = APPLIES["null"] = set()
-# A keyword of the compiler's own, never in a user's schema: regexes over a string's or integer's JSON text that the
-# value must not match, added where a `not` is folded (enum, const, pattern); the slot holds their complements.
+# Keywords of the compiler's own, never in a user's schema. EXCLUDED: regexes over a string's or integer's JSON text
+# that the value must not match, added where a `not` is folded (enum, const, pattern); the slot holds their
+# complements. PATTERNS: further patterns a string must match (allOf parts with different patterns).
 EXCLUDED = "$diffreason:excluded"
-VALIDATION_KEYWORDS.add(EXCLUDED)
+PATTERNS = "$diffreason:patterns"
+VALIDATION_KEYWORDS.update({EXCLUDED, PATTERNS})
+APPLIES["string"].add(PATTERNS)
 GENERIC = VALIDATION_KEYWORDS - set().union(*APPLIES.values())
 # What an unconstrained value ({} or true) becomes: any scalar — every one of them validates.
 ANY_VALUE = {"type": ["string", "number", "boolean", "null"]}
 SUPPORTED = {
     "object": {"type", "properties", "required", "additionalProperties", "patternProperties", "minProperties",
-               "maxProperties", "dependencies", "dependentRequired", "dependentSchemas"},
+               "maxProperties", "dependencies", "dependentRequired", "dependentSchemas", "propertyNames"},
     "array": {"type", "items", "prefixItems", "additionalItems", "minItems", "maxItems", "uniqueItems"},
-    "string": {"type", "enum", "const", "pattern", "minLength", "maxLength", "format", EXCLUDED},
+    "string": {"type", "enum", "const", "pattern", "minLength", "maxLength", "format", EXCLUDED, PATTERNS},
     "integer": {"type", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf", "enum", "const",
                 EXCLUDED},
     "number": {"type", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf", "enum", "const"},
@@ -139,6 +144,15 @@ FORMATS["hostname"] = r'"[a-z0-9]([a-z0-9-]{0,20}[a-z0-9])?(\.[a-z0-9]([a-z0-9-]
 FORMATS["ipv4"] = r'"((25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])\.){3}(25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])"'
 for _name in ("uri-reference", "iri", "iri-reference"):  # an absolute http(s) URI is each of these
     FORMATS[_name] = FORMATS["uri"]
+FORMATS["idn-email"] = FORMATS["email"]  # ASCII addresses and names are internationalised ones too
+# (labels joined by single hyphens: IDNA refuses '--' in a label's third and fourth characters)
+FORMATS["idn-hostname"] = r'"[a-z0-9]{1,12}(-[a-z0-9]{1,8})?(\.[a-z0-9]{1,12}(-[a-z0-9]{1,8})?){0,3}"'
+FORMATS["ipv6"] = r'"[0-9a-f]{1,4}(:[0-9a-f]{1,4}){7}"'  # the full form: eight groups
+FORMATS["duration"] = r'"P([1-9][0-9]{0,2}[YMWD]|T[1-9][0-9]{0,2}[HMS]|[1-9][0-9]{0,2}DT[1-9][0-9]{0,2}[HMS])"'
+FORMATS["regex"] = r'"[a-zA-Z0-9 _-]{0,22}"'  # literal characters only: each such string compiles as a regex
+FORMATS["json-pointer"] = r'"(/([a-zA-Z0-9_-]|~[01]){0,10}){0,4}"'
+FORMATS["relative-json-pointer"] = r'"(0|[1-9][0-9]{0,2})(#|(/([a-zA-Z0-9_-]|~[01]){0,10}){0,4})"'
+FORMATS["uri-template"] = r'"https?://[a-z0-9]{1,12}(\.[a-z0-9]{1,12}){0,2}(/([a-z0-9]{1,10}|\{[a-z]{1,10}\})){0,3}"'
 # The formats JSON Schema defines. Others (vendor formats: "path", "topic", ...) only annotate: no validator checks
 # them, so neither do we.
 SPEC_FORMATS = {
@@ -146,7 +160,9 @@ SPEC_FORMATS = {
     "uri-reference", "iri", "iri-reference", "uuid", "uri-template", "json-pointer", "relative-json-pointer", "regex",
 }
 FORMAT_CHARS = {"date": 12, "time": 22, "date-time": 32, "uuid": 38, "email": 52, "uri": 80, "hostname": 92, "ipv4": 17,
-                "uri-reference": 80, "iri": 80, "iri-reference": 80, "url": 80}
+                "uri-reference": 80, "iri": 80, "iri-reference": 80, "url": 80, "idn-email": 52, "idn-hostname": 92,
+                "ipv6": 41, "duration": 16, "regex": 24, "json-pointer": 62, "relative-json-pointer": 66,
+                "uri-template": 92}
 # Generated strings use printable ASCII (STRING_CHAR, a sound subset of JSON strings: lengths count exactly, no
 # partial UTF-8).
 
@@ -309,10 +325,13 @@ class _Compiler:
 
         if self._validator is None:
             self._validator = validator(self.root)
-        if isinstance(node, dict) and EXCLUDED in node:  # the compiler's own keyword: jsonschema does not know it
+        if isinstance(node, dict) and EXCLUDED in node:  # the compiler's own keywords: jsonschema does not know them
             text = json.dumps(value, ensure_ascii=False)
             if any(re.fullmatch(x, text) for x in node[EXCLUDED]):
                 return False
+        if isinstance(node, dict) and isinstance(value, str) and not all(re.search(p, value)
+                                                                         for p in node.get(PATTERNS, [])):
+            return False
         try:
             return self._validator.evolve(schema=node).is_valid(value)
         except Exception:  # an unresolvable reference or a malformed keyword: not a value we can vouch for
@@ -430,7 +449,8 @@ class _Compiler:
         options: list[dict | None] = []
         if key == "type":
             banned = set(value if isinstance(value, list) else [value])
-            if "integer" in banned and "number" not in banned and "number" in types and set(types) - banned <= {"number"}:
+            only_fractions = "integer" in banned and "number" not in banned and "number" in types
+            if only_fractions and set(types) - banned <= {"number"}:
                 return None  # only non-integral numbers would be left: we write none
             options = [other_types(banned)]
         elif key in ("enum", "const"):
@@ -565,8 +585,18 @@ class _Compiler:
                 out[key] = min(mine, value)
             elif key == "enum":
                 out[key] = [v for v in mine if any(v == w and _json_type(v) == _json_type(w) for w in value)]
-            elif key == EXCLUDED:
+            elif key in (EXCLUDED, PATTERNS):
                 out[key] = [*mine, *value]
+            elif key == "pattern":  # both patterns hold: the second joins the slot's intersection
+                out[PATTERNS] = [*out.get(PATTERNS, []), value]
+            elif key in ("anyOf", "oneOf") and isinstance(mine, list) and isinstance(value, list):
+                # (A1 or A2) and (B1 or B2) = (A1 and (B1 or B2)) or (A2 and (B1 or B2)); the same for oneOf
+                out[key] = [{"allOf": [branch, {key: value}]} for branch in mine]
+            elif key == "patternProperties" and isinstance(mine, dict) and isinstance(value, dict):
+                merged = dict(mine)
+                for pattern, sub in value.items():
+                    merged[pattern] = {"allOf": [merged[pattern], sub]} if pattern in merged else sub
+                out[key] = merged
             elif key == "not":  # not A and not B: not (A or B)
                 out[key] = {"anyOf": [mine, value]}
             elif key in ("items", "additionalProperties") and isinstance(mine, dict) and isinstance(value, dict):
@@ -983,8 +1013,6 @@ class _Compiler:
             # and at most every declared one.
             props = schema.get("properties", {})
             most = len(props.keys() | set(schema.get("required", [])))
-            if schema.get("minProperties", 0) > max(most, 1):  # no declared member: one with a generated name
-                self.fail(f"{path}/minProperties", "unsupported keyword 'minProperties' above the declared count")
             if schema.get("maxProperties", len(props)) < len(props):
                 self.fail(f"{path}/maxProperties", "unsupported keyword 'maxProperties' below the declared count")
         if kind == "object" and "patternProperties" in schema:
@@ -1070,6 +1098,8 @@ class _Compiler:
         hi = min(int(hi), max(lo, width - 2)) if hi is not None else max(lo, width - 2)
         lengths = f'"{STRING_CHAR}{{{lo},{hi}}}"'
         excluded = schema.get(EXCLUDED, [])
+        if schema.get(PATTERNS) and "pattern" not in schema:  # (merged patterns: the first is the pattern)
+            schema = {**schema, "pattern": schema[PATTERNS][0], PATTERNS: schema[PATTERNS][1:]}
         if not fmt and "pattern" not in schema and not excluded:
             return lengths, min(hi + 2, self.budget.max_slot)
         # format, pattern and the lengths must all hold: the slot holds the intersection of their regexes, leaving
@@ -1088,7 +1118,7 @@ class _Compiler:
                 folded = None
             except PatternError as exc:
                 self.fail(f"{path}/pattern", f"unsupported keyword 'pattern' ({exc})")
-            if folded is not None and not fmt:
+            if folded is not None and not fmt and not excluded and not schema.get(PATTERNS):
                 # A pattern is searched, not matched: a string that is exactly one match satisfies it, so
                 # unanchored ends need no padding (which would also multiply the automaton's states).
                 regexes.append(f'"({folded})"')
@@ -1098,6 +1128,12 @@ class _Compiler:
                     regexes.append(self.searched_pattern(pattern))
                 except PatternError as exc:
                     self.fail(f"{path}/pattern", f"unsupported keyword 'pattern' ({exc})")
+        for pattern in schema.get(PATTERNS, []):  # further patterns (allOf parts), searched like the first
+            keywords.append(f"pattern {pattern!r}")
+            try:
+                regexes.append(self.searched_pattern(pattern))
+            except PatternError as exc:
+                self.fail(f"{path}/allOf", f"unsupported keyword 'pattern' ({exc})")
         if not bounded and ("minLength" in schema or "maxLength" in schema):
             regexes.append(lengths)
             keywords += [f"{k} {schema[k]}" for k in ("minLength", "maxLength") if k in schema]
@@ -1149,12 +1185,20 @@ class _Compiler:
         # Objects we write hold a member at least (see object_regex); beyond that, minProperties is met by always
         # writing the first optional members.
         least = schema.get("minProperties", 0)
+        if isinstance(least, int) and least > schema.get("maxProperties", least):
+            raise _NoValue(f"minProperties {least} above maxProperties {schema['maxProperties']} at {path}/minProperties")
         if isinstance(least, int) and least > max(len(required), 1 if props else 0):
             short = least - len(required)
             forced = [k for k in props if k not in required][:short]
             required += forced
             if forced:
                 self.fix(f"{path or '#'}: always writes {', '.join(map(repr, forced))} (minProperties)")
+            # more than declared: members with fixed names (one generated name, chosen by the model, where a map
+            # declares none and needs one: see map_entry)
+            if least > len(props.keys() | set(required)) and (props or least > 1):
+                added = self.extra_names(schema, least - len(props.keys() | set(required)), path)
+                required += added
+                self.fix(f"{path or '#'}: always writes {', '.join(map(repr, added))} (minProperties)")
         for name in required:  # grows while we walk it: the closure
             keyword, dep = deps.get(name, (None, True))
             if isinstance(dep, dict) and not (dep.keys() & VALIDATION_KEYWORDS - {"required"}):
@@ -1176,6 +1220,12 @@ class _Compiler:
                                               "is false: no object validates")
             else:
                 props[key] = extra
+        names = schema.get("propertyNames", True)
+        if names is not True:  # every name written must be a valid propertyNames instance
+            for key in [k for k in props if not self.valid(k, names)]:
+                if key in required:
+                    raise _NoValue(f"required property {key!r} fails propertyNames at {path}/propertyNames")
+                props.pop(key)
         return props, [k for k in props if k in required]
 
     def object_regex(self, schema: dict, path: str, seen: tuple) -> tuple[str, int]:
@@ -1201,6 +1251,32 @@ class _Compiler:
         regex = members[0][1] + "".join(f",{m}" if req else f"(,{m})?" for req, m, _ in members[1:])
         return r"\{" + regex + r"\}", 2 + sum(n for _, _, n in members)
 
+    def extra_names(self, schema: dict, count: int, path: str) -> list[str]:
+        """`count` member names beyond the declared ones that the object accepts (minProperties above the declared
+        count): each passes propertyNames and, under additionalProperties false, matches a patternProperties
+        pattern (candidates: key1, key2, ..., then the shortest strings each pattern is found in)."""
+        from diffreason.automaton import _char_fsm
+
+        declared = set(schema.get("properties", {})) | set(schema.get("required", []))
+        patterns = schema.get("patternProperties", {}) if isinstance(schema.get("patternProperties"), dict) else {}
+        candidates = [f"key{i}" for i in range(1, count + 8)]
+        for pattern in patterns:
+            with contextlib.suppress(PatternError, AutomatonTooLarge):
+                strings = _char_fsm(self.searched_pattern(pattern)).strings()
+                for chars in itertools.islice(strings, 4 * count):
+                    with contextlib.suppress(ValueError, TypeError):
+                        candidates.append(json.loads("".join(chars)))
+        names = []
+        for name in dict.fromkeys(c for c in candidates if isinstance(c, str)):
+            matched = any(re.search(p, name) for p in patterns)
+            allowed = matched or schema.get("additionalProperties", True) is not False
+            if name not in declared and allowed and self.valid(name, schema.get("propertyNames", True)):
+                names.append(name)
+                if len(names) == count:
+                    return names
+        self.fail(f"{path}/minProperties", "unsupported keyword 'minProperties' above the declared count (no names "
+                                           "beyond the declared ones that the object accepts)")
+
     def map_entry(self, schema: dict, path: str, seen: tuple) -> tuple[str, str, int]:
         """(key regex, value regex, budget) of one member with a generated name, for an object that declares no
         members yet needs one (minProperties): a name matching its one patternProperties pattern with that pattern's
@@ -1222,6 +1298,11 @@ class _Compiler:
         else:
             value_schema, where = (ANY_VALUE if extra is True else extra), f"{path}/additionalProperties"
             key = f'"{STRING_CHAR}{{1,{self.budget.string - 2}}}"'
+        if schema.get("propertyNames", True) is not True:  # the generated name must be a valid name too
+            names, _ = self.value_regex(schema["propertyNames"], f"{path}/propertyNames", seen)
+            key = self.intersect(key, names)
+            if matches_nothing(key, tuple((m, parts) for parts, m in self.intersections.items())):
+                raise _NoValue(f"no generated name satisfies propertyNames at {path}/propertyNames")
         value, n = self.value_regex(value_schema, where, seen)
         self.fix(f"{path or '#'}: always one member, its name generated (minProperties)")
         return key, value, n + self.budget.string

@@ -1,6 +1,7 @@
 """JSON Schema → canvas templates: every filling validates; unsupported keywords fail clearly; pydantic round trip."""
 
 import datetime
+import ipaddress
 import json
 import re
 from typing import Literal, Optional
@@ -113,8 +114,8 @@ def test_generated_schemas_always_validate(schema, seed):
     [
         ({"type": "array", "items": {"type": "integer"}, "uniqueItems": True},
          "unsupported keyword 'uniqueItems' unless items come from a finite set at /uniqueItems"),
-        ({"type": "object", "required": ["a"], "properties": {"a": {"type": "string", "format": "duration"}}},
-         "unsupported keyword 'format' value 'duration' at /properties/a/format"),
+        ({"type": "object", "required": ["a"], "properties": {"a": {"type": "array", "contains": {"const": 1}}}},
+         "unsupported keyword 'contains' for type 'array' at /properties/a/contains"),
         ({"type": "object", "required": ["n"], "properties": {"n": {"$ref": "#/$defs/n"}},
           "$defs": {"n": {"type": "object", "required": ["next"], "properties": {"next": {"$ref": "#/$defs/n"}}}}},
          "recursive reference #/$defs/n is required at every depth"),
@@ -168,7 +169,7 @@ def test_cli_generate_with_schema(tmp_path):
         "n": {"type": "integer", "minimum": 1, "maximum": 9}, "ok": {"type": "boolean"}}}
     (tmp_path / "s.json").write_text(json.dumps(schema))
     (tmp_path / "bad.json").write_text(json.dumps({"type": "object", "required": ["a"],
-                                                   "properties": {"a": {"type": "string", "format": "ipv6"}}}))
+                                                   "properties": {"a": {"type": "array", "contains": {"const": 1}}}}))
     env = {**os.environ, "PYTHONWARNINGS": "ignore"}
 
     def run(*args):
@@ -181,7 +182,7 @@ def test_cli_generate_with_schema(tmp_path):
     validate(out["object"], schema)
     assert out["steps"] and all(1 <= s <= 3 for s in out["steps"])
     for args, message in [
-        (["--schema", str(tmp_path / "bad.json"), "x"], "unsupported keyword 'format' value 'ipv6' at /properties/a/format"),
+        (["--schema", str(tmp_path / "bad.json"), "x"], "unsupported keyword 'contains' for type 'array' at /properties/a/contains"),
         (["--schema", str(tmp_path / "missing.json"), "x"], "does not exist"),
     ]:
         p = run(*args)
@@ -512,8 +513,8 @@ def test_all_of_merges_into_one_schema(schema):
 
 @pytest.mark.parametrize("schema, message", [
     ({"allOf": [{"type": "string"}, {"type": "integer"}]}, "accept no common value"),
-    ({"allOf": [{"type": "string", "pattern": "^a"}, {"type": "string", "pattern": "b$"}]},
-     "unsupported keyword 'pattern' with different values in 'allOf' parts"),
+    ({"allOf": [{"type": "integer", "multipleOf": 2}, {"type": "integer", "multipleOf": 3}]},
+     "unsupported keyword 'multipleOf' with different values in 'allOf' parts"),
     ({"allOf": [{"type": "object", "additionalProperties": False, "properties": {"a": {"type": "null"}}},
                 {"type": "object", "required": ["b"], "properties": {"b": {"type": "null"}}}]},
      "forbids property 'b'"),
@@ -545,8 +546,16 @@ def test_min_and_max_properties_within_what_is_written():
         value = fill_and_parse(compiled, seed)
         validate(value, more)
         assert value.keys() >= {"a", "b"}  # c stays optional
-    with pytest.raises(SchemaError, match="'minProperties' above the declared count at /minProperties"):
-        compile_schema({**schema, "minProperties": 3}, TOK)
+    # above the declared count: members with fixed names the object accepts (propertyNames, patterns) join them
+    beyond = {**schema, "minProperties": 4, "maxProperties": 4, "propertyNames": {"pattern": "^[a-z0-9]+$"}}
+    compiled = compile_schema(beyond, TOK)
+    assert compiled.fixed == ("#: always writes 'b' (minProperties)", "#: always writes 'key1', 'key2' (minProperties)")
+    for seed in range(4):
+        value = fill_and_parse(compiled, seed)
+        validate(value, beyond)
+        assert value.keys() == {"a", "b", "key1", "key2"}
+    with pytest.raises(SchemaError, match="minProperties 4 above maxProperties 3 at /minProperties"):
+        compile_schema({**beyond, "maxProperties": 3}, TOK)
     with pytest.raises(SchemaError, match="'maxProperties' below the declared count at /maxProperties"):
         compile_schema({**schema, "maxProperties": 1}, TOK)
 
@@ -568,7 +577,9 @@ def test_a_map_that_must_not_be_empty_gets_one_member_with_a_generated_name(sche
 
 
 @pytest.mark.parametrize("schema, message", [
-    ({"type": "object", "minProperties": 2}, "'minProperties' above the declared count at /minProperties"),
+    ({"type": "object", "minProperties": 2, "additionalProperties": False, "patternProperties": {"^a$": {}}},
+     "'minProperties' above the declared count (no names beyond the declared ones that the object accepts) at "
+     "/minProperties"),
     ({"type": "object", "additionalProperties": False, "minProperties": 1}, "no name is allowed at /minProperties"),
     ({"type": "object", "patternProperties": {"^a": {}, "^b": {}}, "minProperties": 1},
      "a generated name may match several patternProperties"),
@@ -633,15 +644,28 @@ def test_items_as_a_list_needs_an_older_draft():
         compile_schema({"type": "array", "prefixItems": [{"type": "integer"}], "items": False, "minItems": 3}, TOK)
 
 
+# What each format's RFC allows, for formats whose checker jsonschema only has with an optional package installed.
+FORMAT_REFERENCES = {
+    "ipv6": lambda s: ipaddress.IPv6Address(s) is not None,
+    "duration": lambda s: re.fullmatch(r"P((\d+Y)?(\d+M)?(\d+D)?(T(?=\d)(\d+H)?(\d+M)?(\d+S)?)?|\d+W)", s) and s != "P",
+    "regex": lambda s: re.compile(s) is not None,
+    "json-pointer": lambda s: re.fullmatch(r"(/([^~/]|~[01])*)*", s),
+    "relative-json-pointer": lambda s: re.fullmatch(r"(0|[1-9][0-9]*)(#|(/([^~/]|~[01])*)*)", s),
+    "uri-template": lambda s: re.fullmatch(r"[^{}]*(\{[a-z]+\}[^{}]*)*", s),
+}
+
+
 @pytest.mark.parametrize("fmt", ["date", "time", "date-time", "uuid", "email", "uri", "uri-reference", "iri",
-                                 "iri-reference", "hostname", "ipv4"])
+                                 "iri-reference", "hostname", "ipv4", "ipv6", "idn-email", "idn-hostname", "duration",
+                                 "regex", "json-pointer", "relative-json-pointer", "uri-template"])
 def test_formats_generate_values_a_format_checker_accepts(fmt):
     schema = {"type": "object", "required": ["v"], "properties": {"v": {"type": "string", "format": fmt}}}
     compiled = compile_schema(schema, TOK)
     checker = jsonschema.Draft202012Validator.FORMAT_CHECKER
-    for seed in range(6):
+    for seed in range(12):
         value = fill_and_parse(compiled, seed)
         jsonschema.Draft202012Validator(schema, format_checker=checker).validate(value)
+        assert FORMAT_REFERENCES.get(fmt, bool)(value["v"]), value
 
 
 @pytest.mark.parametrize("schema", [
@@ -871,3 +895,36 @@ def test_draft4_boolean_exclusive_bounds_are_flags_on_minimum_and_maximum():
     for schema, values in ((open_, {6, 7, 8}), (closed, {5, 6, 7})):
         fsm = _value_language(schema)
         assert {v for v in range(-5, 20) if fsm.accepts(str(v))} == values
+
+
+@pytest.mark.parametrize("schema, check", [
+    # allOf parts with different patterns: a string matching both (neither pattern's bare match would)
+    ({"allOf": [{"type": "string", "pattern": "^a"}, {"pattern": "b$"}], "maxLength": 5},
+     lambda v: v.startswith("a") and v.endswith("b")),
+    # allOf of two anyOfs: each branch of the first with the whole second
+    ({"allOf": [{"anyOf": [{"type": "integer"}, {"type": "string", "maxLength": 3}]},
+                {"anyOf": [{"type": "integer", "minimum": 5, "maximum": 8}, {"type": "string", "minLength": 2}]}]},
+     lambda v: (isinstance(v, int) and 5 <= v <= 8) or (isinstance(v, str) and 2 <= len(v) <= 3)),
+    # patternProperties from two parts: both schemas of a shared pattern hold
+    ({"allOf": [{"type": "object", "patternProperties": {"^x": {"type": "integer"}}},
+                {"patternProperties": {"^x": {"minimum": 3}, "^y": {"type": "string"}}}], "required": ["x1", "yy"]},
+     lambda v: v["x1"] >= 3 and isinstance(v["yy"], str)),
+    # propertyNames: a declared name that fails it is never written; generated names satisfy it
+    ({"type": "object", "propertyNames": {"pattern": "^[a-z]+$"}, "required": ["ok"],
+      "properties": {"ok": {"type": "integer"}, "Bad": {"type": "integer"}}}, lambda v: "Bad" not in v),
+    ({"type": "object", "propertyNames": {"maxLength": 3}, "minProperties": 1,
+      "additionalProperties": {"type": "boolean"}}, lambda v: len(v) == 1 and all(len(k) <= 3 for k in v)),
+])
+def test_merged_all_of_parts_and_property_names_hold(schema, check):
+    compiled = compile_schema(schema, TOK)
+    for seed in range(16):
+        value = fill_and_parse(compiled, seed)
+        validate(value, schema)
+        assert check(value), value
+
+
+def test_a_required_name_that_fails_property_names_is_refused():
+    schema = {"type": "object", "propertyNames": {"maxLength": 2}, "required": ["long"],
+              "properties": {"long": {"type": "integer"}}}
+    with pytest.raises(SchemaError, match="required property 'long' fails propertyNames at /propertyNames"):
+        compile_schema(schema, TOK)
