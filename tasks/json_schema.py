@@ -125,6 +125,7 @@ NEGATION_ORDER = ["type", "enum", "const", "required", *NEGATED_BOUNDS, "pattern
 # Keywords whose ways to fail are only some of the ways (one member at a time, every item failing, every oneOf branch
 # failing): when none leaves a value, values may still exist, so the `not` is unsupported rather than unsatisfiable.
 SUBSET_NEGATIONS = {"properties", "items", "oneOf"}
+FINITE_TYPES = {"boolean": [True, False], "null": [None]}
 _EMPTY = object()  # a way to fail a `not` that leaves no value
 
 # Calendar dates (what a format checker's date.fromisoformat accepts): 31-, 30-day months and February to the 28th.
@@ -401,10 +402,11 @@ class _Compiler:
             return self.resolve({"allOf": [rest, neg["not"]]} if rest else neg["not"], path, seen)[0]
         unsupported = set()
         for key in sorted(keys, key=lambda k: (NEGATION_ORDER.index(k) if k in NEGATION_ORDER else 99, k)):
-            options = self.negations(rest, neg, key, f"{path}/not", seen)
-            if options is None:
+            ways = self.negations(rest, neg, key, f"{path}/not", seen)
+            if ways is None:
                 unsupported.add(key)
                 continue
+            options, exact = ways
             for option in options:
                 if option is _EMPTY:
                     continue
@@ -414,15 +416,15 @@ class _Compiler:
                     continue
                 except SchemaError:
                     unsupported.add(key)
-            if key in SUBSET_NEGATIONS:  # their ways are subsets: none left proves nothing
+            if not exact:  # the ways tried are only some of the ways: none left proves nothing
                 unsupported.add(key)
         if unsupported:
             self.fail(f"{path}/not", f"unsupported keyword 'not' (of {', '.join(sorted(unsupported))})")
         raise _NoValue(f"no value satisfies the schema and fails its 'not' at {path}/not")
 
     def negations(self, rest: dict, neg: dict, key: str, path: str, seen: tuple):
-        """Restrictions of `rest` whose every value fails keyword `key` of `neg` (so fails `neg`), most general
-        first; None when this compiler has none for `key`. A keyword that applies to one type (pattern, minimum,
+        """(restrictions of `rest` whose every value fails keyword `key` of `neg` (so fails `neg`), most general
+        first; whether together they are every way to fail it), or None when this compiler has none for `key`. A keyword that applies to one type (pattern, minimum,
         items, ...) is failed only by values of that type: values of other types pass it. (`format` too: a format
         checker passes non-strings, and our format regexes are subsets, so they have no exact complement.)"""
         types = self.types_of(rest)
@@ -447,6 +449,7 @@ class _Compiler:
             return None if _empty_bounds(out) else out
 
         options: list[dict | None] = []
+        exact = key not in SUBSET_NEGATIONS
         if key == "type":
             banned = set(value if isinstance(value, list) else [value])
             only_fractions = "integer" in banned and "number" not in banned and "number" in types
@@ -458,12 +461,22 @@ class _Compiler:
             if not isinstance(values, list):
                 return None
             options.append(other_types({_json_type(v) for v in values}))
-            if set(types) <= {"string", "integer"}:  # the other values' JSON texts, as complements
+            # strings and integers: the other values' JSON texts, as complements (numbers narrowed to integers)
+            narrowed = list(dict.fromkeys("integer" if t == "number" else t for t in types))
+            if set(narrowed) <= {"string", "integer"}:
                 texts = [json.dumps(v, ensure_ascii=False) for v in values if isinstance(v, str) and "string" in types]
                 texts += [str(int(v)) for v in values if isinstance(v, (int, float)) and not isinstance(v, bool)
-                          and float(v).is_integer() and "integer" in types]
-                options.append({**rest, EXCLUDED: [*rest.get(EXCLUDED, []), "|".join(map(re.escape, texts))]}
-                               if texts else rest)
+                          and float(v).is_integer() and "integer" in narrowed]
+                base = {**rest, "type": narrowed if len(narrowed) > 1 else narrowed[0]}
+                options.append({**base, EXCLUDED: [*rest.get(EXCLUDED, []), "|".join(map(re.escape, texts))]}
+                               if texts else base)
+                exact = narrowed == types
+            elif set(types) <= FINITE_TYPES.keys():  # true, false, null: the values left
+                left = [v for t in types for v in FINITE_TYPES[t]
+                        if not any(v == w and _json_type(v) == _json_type(w) for w in values)]
+                options.append({**rest, "enum": left} if left else None)
+            else:  # numbers, arrays, objects of the enum's types: no complement written
+                exact = False
         elif key == "pattern":
             try:
                 options.append(within("string", {EXCLUDED: [searched_json_regex(value)]}))
@@ -479,7 +492,7 @@ class _Compiler:
             if not isinstance(value, list):
                 return None
             if not value:
-                return [None]
+                return [_EMPTY], True
             props = rest.get("properties", {})
             if any(n not in props and n not in rest.get("required", []) for n in value):
                 options.append(within("object", {}))  # we write declared and required members only
@@ -528,7 +541,7 @@ class _Compiler:
             options.append(out)
         else:
             return None
-        return [o if o is not None else _EMPTY for o in options]
+        return [o if o is not None else _EMPTY for o in options], exact
 
     def types_of(self, schema: dict) -> list[str]:
         """The JSON types `schema`'s own type keyword allows (all of them when it has none, or when it is the scalars
@@ -825,7 +838,8 @@ class _Compiler:
                         a = self.force_member_against(a, b, seen)
                     if not self.excludes(a, b, seen, raw[j]):
                         try:
-                            a = self.without_not({**a, "not": raw[j]}, f"{path}/oneOf/{i}", seen)
+                            neg = {"anyOf": [a["not"], raw[j]]} if "not" in a else raw[j]  # (a finite a's own)
+                            a = self.without_not({**a, "not": neg}, f"{path}/oneOf/{i}", seen)
                         except _NoValue:
                             raise
                         except SchemaError as exc:

@@ -832,6 +832,8 @@ def test_not_of_strings_is_exact(schema, accepted):
     ({"type": "integer", "not": {"exclusiveMaximum": 7}, "maximum": 8}, {7, 8}),
     ({"type": "integer", "multipleOf": 12, "minimum": 5, "maximum": 50}, {12, 24, 36, 48}),
     ({"type": "number", "multipleOf": 1.0, "minimum": -2, "maximum": 1}, {-2, -1, 0, 1}),
+    # numbers beside `not enum`: narrowed to integers, whose texts have a complement
+    ({"type": "number", "minimum": -3, "maximum": 3, "not": {"enum": [0, 2.5, 3.0]}}, {-3, -2, -1, 1, 2}),
 ])
 def test_not_and_multiple_of_on_integers_are_exact(schema, values):
     fsm = _value_language(schema)
@@ -867,6 +869,8 @@ OVERLAPPING_ONE_OF = [
     {"oneOf": [{"type": "string"}, {"enum": ["x", 1, None]}]},
     # numbers against bounds
     {"oneOf": [{"type": "integer", "maximum": 10}, {"type": "integer", "minimum": 5}]},
+    # a finite branch keeps its own `not` beside the others'
+    {"oneOf": [{"enum": ["a", "b", 7], "not": {"const": "a"}}, {"type": "string", "maxLength": 3}]},
 ]
 
 
@@ -928,3 +932,9 @@ def test_a_required_name_that_fails_property_names_is_refused():
               "properties": {"long": {"type": "integer"}}}
     with pytest.raises(SchemaError, match="required property 'long' fails propertyNames at /propertyNames"):
         compile_schema(schema, TOK)
+
+
+def test_not_of_booleans_and_null_leaves_the_other_values():
+    assert fill_and_parse(compile_schema({"type": "boolean", "not": {"const": True}}, TOK), 0) is False
+    schema = {"type": ["null", "boolean"], "not": {"enum": [None, False]}}
+    assert {fill_and_parse(compile_schema(schema, TOK), seed) for seed in range(4)} == {True}
