@@ -415,6 +415,7 @@ def _parse(regex: str, intersections: Intersections):
     return pattern
 
 
+@functools.lru_cache(maxsize=8)  # a slot with intersections is first checked for emptiness, then built: one FSM
 def _char_fsm(regex: str, intersections: Intersections = ()):
     _patch_interegular()
     _PARTS.memo = {}
