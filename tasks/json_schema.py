@@ -1030,18 +1030,16 @@ class _Compiler:
             if schema.get("maxProperties", len(props)) < len(props):
                 self.fail(f"{path}/maxProperties", "unsupported keyword 'maxProperties' below the declared count")
         if kind == "object" and "patternProperties" in schema:
-            # We only ever write declared properties: patternProperties matter only if a declared name matches.
+            # Names we write are declared (or required, or generated): a pattern they match adds its schema to
+            # theirs (see `members`).
             patterns = schema["patternProperties"]
             if not isinstance(patterns, dict):
                 self.fail(f"{path}/patternProperties", "'patternProperties' must be an object")
             for pattern in patterns:
                 try:
-                    hit = next((k for k in schema.get("properties", {}) if re.search(pattern, k)), None)
+                    re.compile(pattern)
                 except re.error:
                     self.fail(f"{path}/patternProperties", f"unsupported keyword 'patternProperties' ({pattern!r})")
-                if hit is not None:
-                    self.fail(f"{path}/patternProperties",
-                              f"unsupported keyword 'patternProperties' ({pattern!r} matches property {hit!r})")
 
     def multiples_regex(self, schema: dict, kind: str, path: str) -> tuple[str, int]:
         """multipleOf d: multiples of 1 are the integers within the bounds. Otherwise a choice among multiples k·d,
@@ -1234,6 +1232,12 @@ class _Compiler:
                                               "is false: no object validates")
             else:
                 props[key] = extra
+        patterns = schema.get("patternProperties", {}) if isinstance(schema.get("patternProperties"), dict) else {}
+        for key in schema.get("properties", {}):  # a declared member whose name a pattern matches: both schemas hold
+            with contextlib.suppress(re.error):  # (check_keywords refuses a pattern Python cannot compile)
+                matched = [patterns[p] for p in patterns if re.search(p, key)]
+                if matched and key in props:
+                    props[key] = {"allOf": [props[key], *matched]}
         names = schema.get("propertyNames", True)
         if names is not True:  # every name written must be a valid propertyNames instance
             for key in [k for k in props if not self.valid(k, names)]:

@@ -129,7 +129,7 @@ def test_generated_schemas_always_validate(schema, seed):
         ({"type": "object", "required": ["a"], "properties": {"a": {"type": "array", "not": {"uniqueItems": True}}}},
          "unsupported keyword 'not' (of uniqueItems) at /properties/a/not"),
         ({"type": "object", "required": ["a"], "patternProperties": {"^a": {"type": "integer"}},
-          "properties": {"a": {"type": "string"}}}, "'patternProperties' ('^a' matches property 'a')"),
+          "properties": {"a": {"type": "string"}}}, "types ['string'] and ['integer'] accept no common value"),
     ],
 )
 def test_unsupported_keywords_fail_with_keyword_and_path(schema, message):
@@ -916,6 +916,9 @@ def test_draft4_boolean_exclusive_bounds_are_flags_on_minimum_and_maximum():
     # propertyNames: a declared name that fails it is never written; generated names satisfy it
     ({"type": "object", "propertyNames": {"pattern": "^[a-z]+$"}, "required": ["ok"],
       "properties": {"ok": {"type": "integer"}, "Bad": {"type": "integer"}}}, lambda v: "Bad" not in v),
+    # a declared member whose name a patternProperties pattern matches: both schemas hold
+    ({"type": "object", "required": ["ab"], "properties": {"ab": {"type": "integer", "maximum": 9}},
+      "patternProperties": {"^a": {"minimum": 5}, "c$": {"type": "string"}}}, lambda v: 5 <= v["ab"] <= 9),
     ({"type": "object", "propertyNames": {"maxLength": 3}, "minProperties": 1,
       "additionalProperties": {"type": "boolean"}}, lambda v: len(v) == 1 and all(len(k) <= 3 for k in v)),
 ])
