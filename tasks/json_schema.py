@@ -122,9 +122,8 @@ NEGATED_BOUNDS = {
 # The order in which a `not`'s keywords are tried: the ways that keep most of the values first.
 NEGATION_ORDER = ["type", "enum", "const", "required", *NEGATED_BOUNDS, "pattern", "anyOf", "oneOf", "items",
                   "properties"]
-# Keywords whose ways to fail are only some of the ways (one member at a time, every item failing, every oneOf branch
-# failing): when none leaves a value, values may still exist, so the `not` is unsupported rather than unsatisfiable.
-SUBSET_NEGATIONS = {"properties", "items", "oneOf"}
+# Keywords whose ways to fail are only some of the ways (every item failing, every oneOf branch failing): when none leaves a value, values may still exist, so the `not` is unsupported rather than unsatisfiable.
+SUBSET_NEGATIONS = {"items", "oneOf"}
 FINITE_TYPES = {"boolean": [True, False], "null": [None]}
 _EMPTY = object()  # a way to fail a `not` that leaves no value
 
@@ -493,15 +492,11 @@ class _Compiler:
                 return None
             if not value:
                 return [_EMPTY], True
-            props = rest.get("properties", {})
-            if any(n not in props and n not in rest.get("required", []) for n in value):
-                options.append(within("object", {}))  # we write declared and required members only
+            # one of the names left out: `properties: {name: false}`, so no later merge can bring it back
             for name in value:
-                if name in props and name not in rest.get("required", []):
-                    base = within("object", {})
-                    if base is not None:
-                        options.append({**base, "properties": {k: v for k, v in props.items() if k != name}})
-        elif key == "properties":
+                if name not in rest.get("required", []):
+                    options.append(within("object", {"properties": {name: False}}))
+        elif key == "properties":  # one option per member: together every way to fail, unless one is skipped
             if not isinstance(value, dict):
                 return None
             for name, sub in value.items():
@@ -510,6 +505,7 @@ class _Compiler:
                 declared = rest.get("properties", {})
                 extra = rest.get("additionalProperties", True)
                 if name not in declared and (extra is False or rest.get("patternProperties")):
+                    exact = exact and not rest.get("patternProperties")  # (a pattern may allow the name)
                     continue
                 member = {"not": sub} if name in declared or extra is True else {"allOf": [extra, {"not": sub}]}
                 option = within("object", {"required": [name], "properties": {name: member}})
@@ -517,7 +513,10 @@ class _Compiler:
                     continue
                 try:  # the member's own `not` folded now: one that leaves no value rules this way out
                     self.resolve(option["properties"][name], f"{path}/properties/{name}", seen)
+                except _NoValue:
+                    continue
                 except SchemaError:
+                    exact = False
                     continue
                 options.append(option)
         elif key == "items" and isinstance(value, (dict, bool)):  # an array whose items all fail (one would do)
@@ -588,7 +587,10 @@ class _Compiler:
             elif key == "properties":
                 props = dict(mine)
                 for name, sub in value.items():
-                    props[name] = {"allOf": [props[name], sub]} if name in props else sub
+                    if name not in props:
+                        props[name] = sub
+                    else:  # (false stays false: a member that must be absent)
+                        props[name] = False if False in (props[name], sub) else {"allOf": [props[name], sub]}
                 out[key] = props
             elif key == "required":
                 out[key] = list(dict.fromkeys([*mine, *value]))
@@ -935,7 +937,8 @@ class _Compiler:
             a_required = [k for k in a.get("required", []) if k in a_props]
             # b requires a key a never writes (a's own anyOf / oneOf branches may declare more members)
             never = "anyOf" not in a and "oneOf" not in a
-            if never and any(k not in a_props for k in b.get("required", []) if isinstance(b.get("required"), list)):
+            b_required = b.get("required", []) if isinstance(b.get("required"), list) else []
+            if any(a_props.get(k) is False or (never and k not in a_props) for k in b_required):
                 return True
             # a always writes a member b forbids, or whose value b's refuses (a's branches only narrow it further)
             for key in a_required:
@@ -1025,8 +1028,7 @@ class _Compiler:
         if kind == "object" and ("minProperties" in schema or "maxProperties" in schema):
             # Objects we write hold every required member (and optional ones up to minProperties, see `members`)
             # and at most every declared one.
-            props = schema.get("properties", {})
-            most = len(props.keys() | set(schema.get("required", [])))
+            props = {k: v for k, v in schema.get("properties", {}).items() if v is not False}
             if schema.get("maxProperties", len(props)) < len(props):
                 self.fail(f"{path}/maxProperties", "unsupported keyword 'maxProperties' below the declared count")
         if kind == "object" and "patternProperties" in schema:
@@ -1188,6 +1190,11 @@ class _Compiler:
         required = schema.get("required", [])
         if not isinstance(required, list):
             self.fail(f"{path}/required", "'required' must be a list")
+        forbidden = {k for k, v in props.items() if v is False}  # (a folded `not required` leaves names out so)
+        if forbidden & set(required):
+            name = sorted(forbidden & set(required))[0]
+            raise _NoValue(f"the schema false accepts no value at {path}/properties/{name} (required property {name!r})")
+        props = {k: v for k, v in props.items() if k not in forbidden}
         # dependencies: a required member brings its dependents along; an optional one that has any is not written
         deps = {}
         for keyword in ("dependencies", "dependentRequired", "dependentSchemas"):
@@ -1316,6 +1323,9 @@ class _Compiler:
         else:
             value_schema, where = (ANY_VALUE if extra is True else extra), f"{path}/additionalProperties"
             key = f'"{STRING_CHAR}{{1,{self.budget.string - 2}}}"'
+        forbidden = [k for k, v in schema.get("properties", {}).items() if v is False]
+        if forbidden:  # names a folded `not required` left out: never generated either
+            key = self.intersect(key, Complement("|".join(_json_literal(k) for k in forbidden)))
         if schema.get("propertyNames", True) is not True:  # the generated name must be a valid name too
             names, _ = self.value_regex(schema["propertyNames"], f"{path}/propertyNames", seen)
             key = self.intersect(key, names)
@@ -1336,7 +1346,8 @@ class _Compiler:
         """
         schema, path, seen = self.resolve(schema, path, seen)
         is_object = schema.get("type") == "object" or ("type" not in schema and "properties" in schema)
-        if is_object and schema.get("properties") and not any(k in schema for k in ("anyOf", "oneOf", "enum", "const")):
+        declared = any(v is not False for v in schema.get("properties", {}).values())  # (false: a name left out)
+        if is_object and declared and not any(k in schema for k in ("anyOf", "oneOf", "enum", "const")):
             return self.object_template(schema, path, seen)
         try:
             regex, length = self.value_regex(schema, path, seen)
@@ -1395,6 +1406,8 @@ class _Compiler:
                 required = [key]
                 break
             else:
+                if schema.get("minProperties", 0) >= 1:
+                    return [self.slot(*self.object_regex(schema, path, seen), path)]  # a generated member
                 return [self.text("{}")]
         parts = [self.text("{")]
         for i, key in enumerate(required):

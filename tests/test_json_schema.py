@@ -941,3 +941,20 @@ def test_not_of_booleans_and_null_leaves_the_other_values():
     assert fill_and_parse(compile_schema({"type": "boolean", "not": {"const": True}}, TOK), 0) is False
     schema = {"type": ["null", "boolean"], "not": {"enum": [None, False]}}
     assert {fill_and_parse(compile_schema(schema, TOK), seed) for seed in range(4)} == {True}
+
+
+def test_a_member_not_required_leaves_out_stays_out():
+    """`not: {required: [x]}` writes `x: false`, so no later merge (another oneOf branch's negation) brings x back;
+    jsonschemabench's Handwritten oneof12 wrote {"error": ...} before. Its only values are non-objects, which the
+    compiler, writing objects for object keywords, does not reach: it refuses, never writes an invalid value."""
+    schema = {"oneOf": [{"not": {"required": ["error"]}}, {"properties": {"error": False}}]}
+    with pytest.raises(SchemaError, match=re.escape("false accepts no value at /oneOf/0/properties/error (required")):
+        compile_schema(schema, TOK)
+    # members left out, and minProperties: a member with a generated name that is none of them
+    schema = {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}},
+              "not": {"anyOf": [{"required": ["a"]}, {"required": ["b"]}]}, "minProperties": 1}
+    compiled = compile_schema(schema, TOK)
+    for seed in range(8):
+        value = fill_and_parse(compiled, seed)
+        validate(value, schema)
+        assert len(value) == 1 and not value.keys() & {"a", "b"}
