@@ -117,6 +117,7 @@ def run_eval(files, tokenizer, model=None, fillings: int = 2, seed: int = 0, pro
     reasons = collections.Counter()
     validator_disagreements = 0
     invalid = []  # every invalid output: which schema, what, why (validity must be 100 %; these are bugs to fix)
+    validator_timeouts = []  # outputs jsonschema did not judge within the time limit
     for path in files:
         coll = collection_of(path.name)
         data = json.loads(path.read_text())
@@ -175,7 +176,13 @@ def run_eval(files, tokenizer, model=None, fillings: int = 2, seed: int = 0, pro
                     invalid.append({"schema": path.name, "error": " ".join(str(exc).split())[:300]})
                 continue
             try:
-                error = jsonschema.exceptions.best_match(validator(schema).iter_errors(value))  # formats checked too
+                # (time-limited: a schema pattern like ^((a+-?)+b/)?... backtracks exponentially in Python's re)
+                with _time_limit(compile_timeout):
+                    error = jsonschema.exceptions.best_match(validator(schema).iter_errors(value))  # formats too
+            except _CompileTimeout:
+                per[coll]["unjudged"] += 1
+                validator_timeouts.append(path.name)
+                continue
             except Exception:  # jsonschema itself fails on this schema: the output cannot be judged either way
                 per[coll]["unjudged"] += 1
                 continue
@@ -198,6 +205,7 @@ def run_eval(files, tokenizer, model=None, fillings: int = 2, seed: int = 0, pro
         "total": dict(total),
         "validator_disagreements": validator_disagreements,
         "invalid_outputs": invalid,
+        "validator_timeouts": validator_timeouts,
         "compile_us_per_position_median": statistics.median(compile_us_per_pos) if compile_us_per_pos else None,
         "compile_ms_per_schema_median": statistics.median(compile_ms) if compile_ms else None,
         "cached_compile_us_per_position_median": statistics.median(warm_us_per_pos) if warm_us_per_pos else None,
@@ -248,8 +256,12 @@ def write_report(report: dict, out_dir: str | Path, command: str) -> list[Path]:
         lines.append(f"| {name} | {n} | {compiled} ({100 * compiled / n:.1f} %) | {c.get('fixed', 0)} | {validity} |")
     unjudged = report["total"].get("unjudged", 0)
     if unjudged:
+        timeouts = report.get("validator_timeouts", [])
         lines += ["", f"{unjudged} output(s) could not be judged: jsonschema itself fails on their schema (e.g. a $ref "
-                      "into something that is not a schema); they count neither as valid nor as invalid."]
+                      "into something that is not a schema)"
+                      + (f", or did not finish within the time limit ({', '.join(timeouts)}: a pattern Python's re "
+                         "backtracks on exponentially)" if timeouts else "")
+                      + "; they count neither as valid nor as invalid."]
     if report.get("invalid_outputs"):
         lines += ["", "Invalid outputs (bugs: every compiled template must only produce valid values):", ""]
         lines += [f"- `{x['schema']}`: {x['error']}" + (f" at `{x['at']}`" if x.get("at") else "")
