@@ -305,7 +305,8 @@ def _patch_interegular() -> None:
 # Regex syntax has no intersection, and JSON Schema needs one: `pattern`, `format` and `minLength` must all hold.
 # A caller writes a placeholder character where an intersection stands and passes, as `intersections`, pairs
 # (placeholder, (regex, regex, ...)): the placeholder's leaf in the parsed regex is replaced by a node whose automaton
-# is the product of its regexes' automata. A regex passed without intersections is read as written.
+# is the product of its regexes' automata; a part given as Complement(regex) stands for what regex does not match
+# (JSON Schema's `not`). A regex passed without intersections is read as written.
 Intersections = tuple[tuple[str, tuple[str, ...]], ...]
 
 
