@@ -7,7 +7,10 @@ canvas, tokens, text).
 
 from __future__ import annotations
 
+import contextlib
 import json
+import signal
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +19,31 @@ from diffreason.engine import Engine, GenerationResult
 from diffreason.errors import DiffreasonError
 from diffreason.model import DiffusionLM, load_model
 from diffreason.sampler import SamplerConfig
+
+
+class TimeLimit(BaseException):
+    """Raised inside a `time_limit` block when its seconds have passed. Not an Exception: library code that catches
+    those (a validator's `except Exception`) must not swallow it."""
+
+
+@contextlib.contextmanager
+def time_limit(seconds: float):
+    """Raise TimeLimit after `seconds`; no limit when 0, off the main thread or without SIGALRM (POSIX main thread
+    only). Python's re checks for signals while it matches, so this interrupts a pattern that backtracks forever."""
+    if not seconds or not hasattr(signal, "setitimer") or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def expire(signum, frame):
+        raise TimeLimit()
+
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
 
 
 def constraint_template(
@@ -62,6 +90,9 @@ def constraint_template(
     return template.align_slots(canvas_length, pad), compiled
 
 
+VALIDATION_SECONDS = 30.0
+
+
 def generate(
     model: DiffusionLM | str | Path,
     schema_or_model: Any,
@@ -78,7 +109,12 @@ def generate(
 
     try:
         value = json.loads(result.text)
-        compiled.validate(value)
+        with time_limit(VALIDATION_SECONDS):  # a schema pattern can make Python's re backtrack for hours
+            compiled.validate(value)
+    except TimeLimit:
+        raise DiffreasonError(f"jsonschema did not finish checking the output within {VALIDATION_SECONDS:g} s (a "
+                              f"schema pattern that backtracks exponentially); the output, unchecked: "
+                              f"{result.text}") from None
     except (ValueError, jsonschema.ValidationError) as exc:  # a compiler bug: the template guarantees validity
         raise DiffreasonError(f"internal error: output {result.text!r} does not validate: {exc}") from None
     except Exception as exc:  # jsonschema itself fails on this schema (e.g. a $ref into a non-schema)

@@ -15,7 +15,6 @@ import collections
 import contextlib
 import json
 import re
-import signal
 import statistics
 import time
 from pathlib import Path
@@ -23,34 +22,12 @@ from pathlib import Path
 import jsonschema
 import torch
 
+from diffreason.structured import TimeLimit, time_limit
 from diffreason.tasks.json_schema import SchemaError, compile_schema, validator
 
 
 def collection_of(name: str) -> str:
     return re.sub(r"(_\d+|---.*|_[0-9a-f]{8,}.*)$", "", Path(name).stem)
-
-
-class _CompileTimeout(BaseException):  # not an Exception: library code that catches those must not swallow it
-    pass
-
-
-@contextlib.contextmanager
-def _time_limit(seconds: float):
-    """Raise _CompileTimeout after `seconds` (main thread, POSIX); a no-op limit when 0 or unsupported."""
-    if not seconds or not hasattr(signal, "setitimer"):
-        yield
-        return
-
-    def expire(signum, frame):
-        raise _CompileTimeout()
-
-    previous = signal.signal(signal.SIGALRM, expire)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
-    try:
-        yield
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
 
 
 def _leaves(value, path: str = ""):
@@ -133,13 +110,13 @@ def run_eval(files, tokenizer, model=None, fillings: int = 2, seed: int = 0, pro
         t = time.perf_counter()
         reason = None
         try:
-            with _time_limit(compile_timeout):
+            with time_limit(compile_timeout):
                 compiled = compile_schema(schema, tokenizer)
         except SchemaError as exc:
             reason = re.sub(r" at .*$", "", str(exc))[:90]
         except RecursionError:
             reason = "schema nesting too deep"
-        except _CompileTimeout:
+        except TimeLimit:
             reason = f"compile time limit ({compile_timeout:g} s)"
         if reason is not None:
             reasons[reason] += 1
@@ -177,9 +154,9 @@ def run_eval(files, tokenizer, model=None, fillings: int = 2, seed: int = 0, pro
                 continue
             try:
                 # (time-limited: a schema pattern like ^((a+-?)+b/)?... backtracks exponentially in Python's re)
-                with _time_limit(compile_timeout):
+                with time_limit(compile_timeout):
                     error = jsonschema.exceptions.best_match(validator(schema).iter_errors(value))  # formats too
-            except _CompileTimeout:
+            except TimeLimit:
                 per[coll]["unjudged"] += 1
                 validator_timeouts.append(path.name)
                 continue

@@ -958,3 +958,15 @@ def test_a_member_not_required_leaves_out_stays_out():
         value = fill_and_parse(compiled, seed)
         validate(value, schema)
         assert len(value) == 1 and not value.keys() & {"a", "b"}
+
+
+def test_time_limit_interrupts_a_pattern_that_backtracks_exponentially():
+    """A Github_medium schema's pattern: Python's re backtracks for hours on a valid 45-character name. generate() and
+    the eval check outputs under this limit (the eval stalled on it once)."""
+    from diffreason.structured import TimeLimit, time_limit
+
+    schema = {"type": "string", "pattern": "^(?:(?:[A-Za-z0-9]+[-]?)+[A-Za-z0-9]/)?[A-Za-z0-9_-]+$"}
+    with pytest.raises(TimeLimit), time_limit(0.5):
+        validator(schema).is_valid("4567n62eve-noQhlldegiginmat89tagsThehol7536es")
+    with time_limit(5):  # a limit that does not expire leaves the block alone
+        assert validator(schema).is_valid("ab/cd")
