@@ -217,12 +217,8 @@ def searched_json_regex(pattern: str) -> str:
     """The printable-ASCII JSON strings (quotes included) that `pattern` is found in (`re.search`), exactly — what a
     complement (`not pattern`) needs, where a value regex may be a subset. Anchors are read only at the very start and
     end of the pattern; anywhere else, PatternError."""
-    try:
-        parsed = parser.parse(pattern) if isinstance(pattern, str) else None
-    except re.error as exc:
-        raise PatternError(f"not a regular expression Python accepts: {exc}") from None
-    if parsed is None:
-        raise PatternError(f"a pattern must be a string, got {type(pattern).__name__}")
+    body = pattern_to_json_regex(pattern, exact=True)  # (refuses what is no pattern Python accepts)
+    parsed = parser.parse(pattern)
 
     def anchors(sub) -> int:
         count = 0
@@ -242,6 +238,5 @@ def searched_json_regex(pattern: str) -> str:
     ends = len(items) > starts and items[-1] in ((C.AT, C.AT_END), (C.AT, C.AT_END_STRING))
     if anchors(parsed) != starts + ends:
         raise PatternError("anchors inside the pattern")
-    body = pattern_to_json_regex(pattern, exact=True)
     any_chars = f"{STRING_CHAR}*"
     return f'"{"" if starts else any_chars}({body}){"" if ends else any_chars}"'
