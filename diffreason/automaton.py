@@ -53,7 +53,7 @@ class TokenAutomaton:
     @property
     def nbytes(self) -> int:
         """Memory held, at most: the moves, plus what is derived from them on first use (`_keys`: 8 bytes a move;
-        `state_pairs`: 20 of COO indices and values a move, 16 a state pair, and pairs are at most moves) — caches
+        `state_pairs`: at most 16 of sparse entries a move, 24 a state pair, and pairs are at most moves) — caches
         bound by bytes must count both."""
         moves = sum(t.numel() * t.element_size() for t in (self.src, self.tok, self.dst, self.accepting))
         return moves + 44 * self.src.numel()
@@ -97,38 +97,41 @@ class TokenAutomaton:
         return self.src * self.vocab_size + self.tok
 
     @cached_property
-    def state_pairs(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    def state_pairs(self) -> tuple[np.ndarray, np.ndarray, "scipy.sparse.csr_matrix"]:
         """The moves grouped by (source, target) state pair: (sources [P], targets [P], pair → tokens as a sparse
-        [V, P] matrix). Reachability only depends on the pairs, of which there are far fewer than token moves."""
+        0/1 [P, V] matrix). Reachability only depends on the pairs, of which there are far fewer than token moves."""
+        import scipy.sparse
+
         S = self.num_states
-        pairs, inverse = torch.unique(self.src * S + self.dst, return_inverse=True)
-        tokens = torch.sparse_coo_tensor(
-            torch.stack([self.tok, inverse]), torch.ones(self.tok.numel()), (self.vocab_size, pairs.numel()),
-            check_invariants=False,
-        ).coalesce()
+        src, tok, dst = (t.numpy() for t in self.edges)
+        pairs, inverse = np.unique(src * S + dst, return_inverse=True)
+        # a deterministic automaton has one move per (source, token), so no (pair, token) entry repeats
+        tokens = scipy.sparse.csr_matrix((np.ones(tok.size, np.float32), (inverse, tok)),
+                                         shape=(pairs.size, self.vocab_size))
         return pairs // S, pairs % S, tokens
 
     def slot_sets(self, length: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """(allowed [L, V] bool, forward [L+1, S], backward [L+1, S]) for a slot of exactly `length` tokens.
 
         forward[k, s]: s reachable in k tokens; backward[k, s]: acceptance reachable from s in length - k tokens.
+        numpy, not torch: these are many small operations, where torch's per-call overhead dominated.
         """
         S = self.num_states
         src, dst, pair_tokens = self.state_pairs
-        forward = torch.zeros((length + 1, S), dtype=torch.bool)
+        forward = np.zeros((length + 1, S), dtype=bool)
         forward[0, self.initial] = True
         for k in range(length):
             forward[k + 1, dst[forward[k, src]]] = True
-        backward = torch.zeros((length + 1, S), dtype=torch.bool)
-        backward[length] = self.accepting
+        backward = np.zeros((length + 1, S), dtype=bool)
+        backward[length] = self.accepting.numpy()
         for k in range(length - 1, -1, -1):
             backward[k, src[backward[k + 1, dst]]] = True
-        if not bool((forward[0] & backward[0]).any()):
+        if not (forward[0] & backward[0]).any():
             raise TemplateError(f"no value of this type fits in exactly {length} tokens")
         # position k allows the tokens of the moves from a state reachable in k tokens to one that can still finish
         live = forward[:-1, src] & backward[1:, dst]  # [L, P]
-        allowed = torch.sparse.mm(pair_tokens, live.T.float()).T > 0  # sparse [V, P] @ [P, L]: work linear in the moves
-        return allowed, forward, backward
+        allowed = np.asarray(pair_tokens.T @ live.T.astype(np.float32)).T > 0  # sparse [V, P] @ [P, L]: linear in moves
+        return torch.from_numpy(allowed), torch.from_numpy(forward), torch.from_numpy(backward)
 
     def best_path(self, log_probs: torch.Tensor, backward: torch.Tensor | None = None) -> list[int]:
         """The complete path of len(log_probs) tokens maximising the summed log-probabilities (Viterbi)."""
@@ -418,10 +421,19 @@ def _parse(regex: str, intersections: Intersections):
 
 @functools.lru_cache(maxsize=8)  # a slot with intersections is first checked for emptiness, then built: one FSM
 def _char_fsm(regex: str, intersections: Intersections = ()):
+    from diffreason import regex_dfa
+
+    pattern = _parse(regex, intersections)
+    try:
+        return regex_dfa.build_fsm(pattern, _intersection_node_cls(), MAX_STATES)
+    except regex_dfa.TooLarge as exc:
+        raise AutomatonTooLarge(str(exc)) from None
+    except regex_dfa.NotCovered:
+        pass  # lookarounds, inline flags: interegular's own construction
     _patch_interegular()
     _PARTS.memo = {}
     try:
-        return _parse(regex, intersections).to_fsm()
+        return pattern.to_fsm()
     finally:
         _PARTS.memo = None
 

@@ -72,18 +72,15 @@ def _in_category(char: str, category) -> bool:
 def _class_members(items) -> list[str]:
     """The printable ASCII characters a parsed character class (`IN` items) matches."""
     negate = bool(items) and items[0][0] is C.NEGATE
-
-    def hit(ch: str) -> bool:
-        for op, av in items:
-            if op is C.LITERAL and ord(ch) == av:
-                return True
-            if op is C.RANGE and av[0] <= ord(ch) <= av[1]:
-                return True
-            if op is C.CATEGORY and _in_category(ch, av):
-                return True
-        return False
-
-    return [ch for ch in PRINTABLE if hit(ch) != negate]
+    hits: set[str] = set()
+    for op, av in items:
+        if op is C.LITERAL:
+            hits.add(chr(av))
+        elif op is C.RANGE:
+            hits.update(chr(c) for c in range(max(av[0], 0x20), min(av[1], 0x7E) + 1))
+        elif op is C.CATEGORY:
+            hits.update(ch for ch in PRINTABLE if _in_category(ch, av))
+    return [ch for ch in PRINTABLE if (ch in hits) != negate]
 
 
 def _class_regex(chars: list[str]) -> str:

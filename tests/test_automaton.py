@@ -124,9 +124,9 @@ def test_caches_are_bounded_by_bytes_not_count():
     slot = CanvasTemplate.from_regex('"[a-z]{1,9}"', TOK, 12)
     automaton = slot.slots[0].automaton
     assert "state_pairs" in automaton.__dict__  # derived while building the slot
-    derived = automaton._keys.numel() * 8 + sum(t.numel() * t.element_size() for t in automaton.state_pairs[:2])
-    derived += sum(t.numel() * t.element_size() for t in (automaton.state_pairs[2].indices(),
-                                                        automaton.state_pairs[2].values()))
+    sources, targets, pair_tokens = automaton.state_pairs
+    derived = automaton._keys.numel() * 8 + sources.nbytes + targets.nbytes
+    derived += pair_tokens.data.nbytes + pair_tokens.indices.nbytes + pair_tokens.indptr.nbytes
     moves = sum(t.numel() * t.element_size() for t in (automaton.src, automaton.tok, automaton.dst))
     assert automaton.nbytes >= moves + derived
     assert slot.nbytes >= slot.masks.numel() + slot.slots[0].backward.numel() + automaton.nbytes

@@ -1,0 +1,318 @@
+"""A parsed regex → its character DFA, in one subset construction.
+
+interegular builds a pattern's automaton bottom up: each concatenation, alternation and repeat is a product
+construction over its parts' automata, so a part nested d levels deep is crawled d times, and its alphabets are
+merged at every level. JSON value regexes nest deeply (an array of objects of strings of bounded repeats); that
+crawl was two thirds of a schema's compile time. Here the pattern interegular parsed becomes one Thompson NFA over
+character classes and is determinised once. The result is an interegular `FSM`, so outlines-core takes it as before.
+
+Covered: everything our compiler writes and most user patterns — character groups, `.`, alternation, concatenation,
+bounded and unbounded repeats, and the intersection / complement nodes of `diffreason.automaton`. Lookarounds and
+inline flags raise `NotCovered`; the caller then uses interegular's own construction.
+"""
+
+from __future__ import annotations
+
+import functools
+import gc
+from dataclasses import dataclass
+
+
+class NotCovered(Exception):
+    """The pattern uses a construct this builder leaves to interegular."""
+
+
+@dataclass
+class DFA:
+    """States 0..len(moves)-1, initial 0; moves[s] = {class: next state}, a missing class is a dead end."""
+
+    moves: list[dict[int, int]]
+    finals: set[int]
+
+
+@functools.cache
+def _node_types():
+    from interegular import patterns
+
+    return patterns, type(patterns._DOT), type(patterns._EMPTY)
+
+
+class _Alphabet:
+    """Character classes: characters every character group of the pattern treats alike share a class; the
+    characters no group names are one more class, `anything_else` (non-ASCII among them)."""
+
+    def __init__(self, root, special_nodes):
+        patterns, dot_cls, _ = _node_types()
+        groups: dict[frozenset, int] = {}
+
+        def visit(node):
+            if isinstance(node, patterns._CharGroup):
+                groups.setdefault(node.chars, len(groups))
+            elif isinstance(node, dot_cls):
+                groups.setdefault(frozenset("\n"), len(groups))
+            for child in _children(node, special_nodes):
+                visit(child)
+
+        visit(root)
+        signature: dict[str, int] = {}
+        for chars, bit in groups.items():
+            for ch in chars:
+                signature[ch] = signature.get(ch, 0) | (1 << bit)
+        class_of_signature: dict[int, int] = {}
+        self.of_char = {ch: class_of_signature.setdefault(sig, len(class_of_signature)) for ch, sig in signature.items()}
+        self.other = len(class_of_signature)  # anything_else
+        self.size = self.other + 1
+        self.all = frozenset(range(self.size))
+        self._classes: dict[tuple[frozenset, bool], frozenset] = {}
+
+    def classes(self, chars: frozenset, negated: bool) -> frozenset:
+        found = self._classes.get((chars, negated))
+        if found is None:
+            named = frozenset(self.of_char[ch] for ch in chars)
+            found = self._classes[chars, negated] = self.all - named if negated else named
+        return found
+
+    def interegular(self):
+        from interegular.fsm import Alphabet, anything_else
+
+        return Alphabet({**self.of_char, anything_else: self.other})
+
+
+def _children(node, special_nodes):
+    patterns, _, _ = _node_types()
+    intersection, complement = special_nodes
+    if isinstance(node, patterns.Pattern):
+        return node.options
+    if isinstance(node, patterns._Concatenation):
+        return node.parts
+    if isinstance(node, patterns._Repeated):
+        return (node.base,)
+    if isinstance(node, intersection):
+        return node.parts
+    if isinstance(node, complement):
+        return (node.part,)
+    if isinstance(node, patterns._NonCapturing):
+        return (node.inner,)
+    return ()
+
+
+class _NFA:
+    """A Thompson NFA: per state, character moves (classes, target) and epsilon moves."""
+
+    def __init__(self, alphabet: _Alphabet, special_nodes, max_states: int):
+        self.alphabet, self.special, self.max_states = alphabet, special_nodes, max_states
+        self.moves: list[list[tuple[frozenset, int]]] = []
+        self.eps: list[list[int]] = []
+
+    def new(self) -> int:
+        self.moves.append([])
+        self.eps.append([])
+        return len(self.moves) - 1
+
+    def fragment(self, node) -> tuple[int, int]:
+        """(start, end) states of a fresh sub-automaton for `node`."""
+        patterns, dot_cls, empty_cls = _node_types()
+        intersection, complement = self.special
+        if isinstance(node, (patterns._CharGroup, dot_cls)):
+            start, end = self.new(), self.new()
+            classes = (self.alphabet.classes(node.chars, node.negated) if isinstance(node, patterns._CharGroup)
+                       else self.alphabet.classes(frozenset("\n"), True))
+            if classes:
+                self.moves[start].append((classes, end))
+            return start, end
+        if isinstance(node, empty_cls):
+            state = self.new()
+            return state, state
+        if isinstance(node, patterns.Pattern):
+            if node.added_flags or node.removed_flags:
+                raise NotCovered("inline flags")
+            if len(node.options) == 1:  # a group
+                return self.fragment(node.options[0])
+            start, end = self.new(), self.new()
+            for option in node.options:
+                s, e = self.fragment(option)
+                self.eps[start].append(s)
+                self.eps[e].append(end)
+            return start, end
+        if isinstance(node, patterns._Concatenation):
+            if any(isinstance(part, patterns._NonCapturing) for part in node.parts):
+                raise NotCovered("lookaround")
+            return self._chain([lambda part=part: self.fragment(part) for part in node.parts])
+        if isinstance(node, patterns._Repeated):
+            return self._repeat(node)
+        if isinstance(node, (intersection, complement)):
+            return self._embed(dfa_of(node, self.alphabet, self.special, self.max_states))
+        raise NotCovered(type(node).__name__)
+
+    def _chain(self, builders) -> tuple[int, int]:
+        if not builders:
+            state = self.new()
+            return state, state
+        start, end = builders[0]()
+        for build in builders[1:]:
+            s, e = build()
+            self.eps[end].append(s)
+            end = e
+        return start, end
+
+    def _repeat(self, node) -> tuple[int, int]:
+        # {m,n}: m copies, then n-m nested optional copies (each may stop or go on), so after k characters the
+        # NFA is in O(1) copies, not in every later one as with flat optional copies
+        start, end = self._chain([lambda: self.fragment(node.base)] * node.min)
+        if node.max is None:
+            s, e = self.fragment(node.base)
+            loop_end = self.new()
+            self.eps[end] += [s, loop_end]
+            self.eps[e] += [s, loop_end]
+            return start, loop_end
+        out = self.new()
+        self.eps[end].append(out)
+        for _ in range(node.max - node.min):
+            s, e = self.fragment(node.base)
+            self.eps[end].append(s)
+            self.eps[e].append(out)
+            end = e
+        return start, out
+
+    def _embed(self, dfa: DFA) -> tuple[int, int]:
+        states = [self.new() for _ in dfa.moves]
+        start, end = self.new(), self.new()
+        self.eps[start].append(states[0])
+        for s, row in enumerate(dfa.moves):
+            by_target: dict[int, list[int]] = {}
+            for c, t in row.items():
+                by_target.setdefault(t, []).append(c)
+            self.moves[states[s]] += [(frozenset(cs), states[t]) for t, cs in by_target.items()]
+            if s in dfa.finals:
+                self.eps[states[s]].append(end)
+        return start, end
+
+    def determinise(self, start: int, end: int) -> DFA:
+        """Subset construction. A DFA state is the set of NFA states with character moves (plus `end`) that the
+        input so far can reach; states reached only through epsilon moves are folded into their closures."""
+        closures: dict[int, frozenset] = {}
+
+        def closure(q: int) -> frozenset:
+            found = closures.get(q)
+            if found is None:
+                seen, todo = {q}, [q]
+                while todo:
+                    for t in self.eps[todo.pop()]:
+                        if t not in seen:
+                            seen.add(t)
+                            todo.append(t)
+                found = closures[q] = frozenset(s for s in seen if self.moves[s] or s == end)
+            return found
+
+        first = closure(start)
+        numbers, sets, moves = {first: 0}, [first], []
+        for current in sets:  # grows while it is walked
+            by_classes: dict[frozenset, set] = {}
+            for q in current:
+                for classes, t in self.moves[q]:
+                    target = by_classes.get(classes)
+                    if target is None:
+                        by_classes[classes] = set(closure(t))
+                    else:
+                        target |= closure(t)
+            if len(by_classes) > 1 and sum(map(len, by_classes)) != len(frozenset().union(*by_classes)):
+                by_classes = _refine(by_classes)  # overlapping class sets: split them per class
+            row: dict[int, int] = {}
+            for classes, target in by_classes.items():
+                key = frozenset(target)
+                j = numbers.get(key)
+                if j is None:
+                    if len(sets) >= self.max_states:
+                        raise TooLarge(f"its automaton exceeds {self.max_states} states")
+                    j = numbers[key] = len(sets)
+                    sets.append(key)
+                row.update(dict.fromkeys(classes, j))
+            moves.append(row)
+        return DFA(moves, {i for i, s in enumerate(sets) if end in s})
+
+
+class TooLarge(Exception):
+    """The DFA would exceed the state limit."""
+
+
+def _refine(by_classes: dict[frozenset, set]) -> dict[frozenset, set]:
+    per_class: dict[int, set] = {}
+    for classes, target in by_classes.items():
+        for c in classes:
+            per_class.setdefault(c, set()).update(target)
+    return {frozenset((c,)): target for c, target in per_class.items()}
+
+
+def _trim(dfa: DFA) -> DFA:
+    """Drop the states from which no final state is reachable (and the moves into them); renumber from 0."""
+    into: list[list[int]] = [[] for _ in dfa.moves]
+    for s, row in enumerate(dfa.moves):
+        for t in row.values():
+            into[t].append(s)
+    live, todo = set(dfa.finals), list(dfa.finals)
+    while todo:
+        for s in into[todo.pop()]:
+            if s not in live:
+                live.add(s)
+                todo.append(s)
+    if 0 not in live:
+        return DFA([{}], set())
+    order = sorted(live)
+    number = {s: i for i, s in enumerate(order)}
+    return DFA([{c: number[t] for c, t in dfa.moves[s].items() if t in live} for s in order],
+               {number[s] for s in dfa.finals})
+
+
+def _product(dfas: list[DFA], max_states: int) -> DFA:
+    first = (0,) * len(dfas)
+    numbers, states, moves = {first: 0}, [first], []
+    for current in states:
+        rows = [dfa.moves[s] for dfa, s in zip(dfas, current)]
+        row = {}
+        for c in set(rows[0]).intersection(*rows[1:]):
+            key = tuple(r[c] for r in rows)
+            j = numbers.get(key)
+            if j is None:
+                if len(states) >= max_states:
+                    raise TooLarge(f"its automaton exceeds {max_states} states")
+                j = numbers[key] = len(states)
+                states.append(key)
+            row[c] = j
+        moves.append(row)
+    finals = {i for i, key in enumerate(states) if all(s in dfa.finals for dfa, s in zip(dfas, key))}
+    return DFA(moves, finals)
+
+
+def _complement(dfa: DFA, alphabet: _Alphabet) -> DFA:
+    dead = len(dfa.moves)
+    moves = [{c: row.get(c, dead) for c in alphabet.all} for row in dfa.moves]
+    moves.append(dict.fromkeys(alphabet.all, dead))
+    return DFA(moves, set(range(dead + 1)) - dfa.finals)
+
+
+def dfa_of(node, alphabet: _Alphabet, special_nodes, max_states: int) -> DFA:
+    """The trimmed DFA of `node` over `alphabet`'s classes."""
+    intersection, complement = special_nodes
+    if isinstance(node, intersection):
+        return _trim(_product([dfa_of(p, alphabet, special_nodes, max_states) for p in node.parts], max_states))
+    if isinstance(node, complement):
+        return _trim(_complement(dfa_of(node.part, alphabet, special_nodes, max_states), alphabet))
+    nfa = _NFA(alphabet, special_nodes, max_states)
+    return _trim(nfa.determinise(*nfa.fragment(node)))
+
+
+def build_fsm(pattern, special_nodes, max_states: int):
+    """The interegular FSM of a parsed `pattern` (which may hold `special_nodes`: the intersection and complement
+    node classes). Raises NotCovered for what only interegular builds, TooLarge past `max_states` states."""
+    from interegular.fsm import FSM
+
+    alphabet = _Alphabet(pattern, special_nodes)
+    collecting = gc.isenabled()
+    gc.disable()  # the construction allocates hundreds of thousands of small lists and frees none of them early
+    try:
+        dfa = dfa_of(pattern, alphabet, special_nodes, max_states)
+    finally:
+        if collecting:
+            gc.enable()
+    return FSM(alphabet=alphabet.interegular(), states=range(len(dfa.moves)), initial=0, finals=dfa.finals,
+               map=dict(enumerate(dfa.moves)), __no_validation__=True)
