@@ -188,6 +188,7 @@ class _OutlinesTokenizer:
             t.content for t in getattr(tokenizer, "added_tokens_decoder", {}).values() if t.special
         }
         self.eos_token_id = tokenizer.eos_token_id
+        self._vocabulary = None
         self._key = (tokenizer.name_or_path, len(self.vocabulary), tuple(sorted(self.vocabulary.items())[:50]))
 
     _cache: dict = {}
@@ -198,6 +199,15 @@ class _OutlinesTokenizer:
         if key not in cls._cache:
             cls._cache[key] = cls(tokenizer)
         return cls._cache[key]
+
+    @property
+    def outlines_vocabulary(self):
+        """outlines-core's Rust vocabulary of this tokenizer, built on first use."""
+        if self._vocabulary is None:
+            from outlines_core.fsm.regex import Vocabulary, reduced_vocabulary
+
+            self._vocabulary = Vocabulary.from_dict(reduced_vocabulary(self)[0])
+        return self._vocabulary
 
     def convert_token_to_string(self, token: str) -> str:
         string = self.tokenizer.convert_tokens_to_string([token])
@@ -451,12 +461,47 @@ def _token_index(regex: str, tokenizer: _OutlinesTokenizer, intersections: Inter
     `reduce()` (two subset constructions over the reversed automaton) costs minutes on the bounded repeats JSON
     values are made of, and an unminimised DFA accepts the same language (the slot work below is linear in its
     moves either way)."""
-    from outlines_core.fsm.regex import create_fsm_index_tokenizer, make_byte_level_fsm, make_deterministic_fsm
+    from outlines_core.fsm.regex import Index, make_byte_level_fsm, make_deterministic_fsm
 
     char_fsm = _char_fsm(regex, intersections)
-    byte_fsm, _ = make_deterministic_fsm(make_byte_level_fsm(char_fsm, keep_utf8=True))
-    index, _empty = create_fsm_index_tokenizer(byte_fsm, tokenizer)
-    return index
+    byte_fsm = _byte_level_fsm(char_fsm)
+    if byte_fsm is None:
+        byte_fsm, _ = make_deterministic_fsm(make_byte_level_fsm(char_fsm, keep_utf8=True))
+    # what outlines' create_fsm_index_tokenizer does, with the vocabulary converted once per tokenizer, not per call
+    return Index(byte_fsm.fsm_info, tokenizer.outlines_vocabulary, tokenizer.eos_token_id, frozenset())
+
+
+def _byte_level_fsm(fsm):
+    """outlines-core's `make_byte_level_fsm` for a character FSM whose alphabet names only ASCII characters (every
+    FSM our compiler writes), without its per-move linear scans of the state list: ASCII characters are bytes as
+    they are; a move on `anything_else` also takes every multi-byte UTF-8 sequence — a lead byte, then one to three
+    continuation bytes through intermediate states shared per target, keyed as outlines keys them. None for other
+    FSMs (outlines' own conversion handles them)."""
+    from interegular.fsm import anything_else
+    from outlines_core.fsm.regex import BetterAlphabet, BetterFSM, byte_symbol
+
+    mapping = fsm.alphabet._symbol_mapping
+    n = len(fsm.states)
+    if fsm.map.keys() != set(range(n)) or any(s is not anything_else and ord(s) >= 0x80 for s in mapping):
+        return None
+    other = mapping[anything_else]
+    cont, lead2, lead3, lead4 = range(max(mapping.values()) + 1, max(mapping.values()) + 5)
+    symbols = dict(mapping)
+    for lo, hi, key in ((0x80, 0xC0, cont), (0xC0, 0xE0, lead2), (0xE0, 0xF0, lead3), (0xF0, 0xF8, lead4)):
+        symbols.update(dict.fromkeys((byte_symbol(b) for b in range(lo, hi)), key))
+    moves = {s: dict(row) for s, row in fsm.map.items()}
+    chains: dict[int, tuple[int, int, int]] = {}  # target → states 1, 2, 3 continuation bytes before it
+    for row in list(moves.values()):
+        target = row.get(other)
+        if target is None:
+            continue
+        if target not in chains:
+            chains[target] = (n, n + 1, n + 2)
+            moves[n], moves[n + 1], moves[n + 2] = {cont: target}, {cont: n}, {cont: n + 1}
+            n += 3
+        row[lead2], row[lead3], row[lead4] = chains[target]
+    return BetterFSM(alphabet=BetterAlphabet(symbols), states=range(n), initial=fsm.initial, finals=fsm.finals,
+                     map=moves, __no_validation__=True)
 
 
 class BytesLRU:

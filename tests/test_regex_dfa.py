@@ -72,3 +72,38 @@ def test_lookarounds_and_flags_are_left_to_interegular(regex, yes, no):
         _fast(regex)
     fsm = automaton._char_fsm(regex)  # the automaton module falls back to interegular's construction
     assert fsm.accepts(yes) and not fsm.accepts(no)
+
+
+def _same_token_language(a, b) -> bool:
+    """Two token DFAs accept the same sequences: walk them in step from their initial states; every pair of states
+    reached must agree on acceptance and on the tokens they move on."""
+    seen, todo = {(a.initial, b.initial)}, [(a.initial, b.initial)]
+    while todo:
+        sa, sb = todo.pop()
+        if bool(a.accepting[sa]) != bool(b.accepting[sb]):
+            return False
+        ma, mb = a.moves_from(sa), b.moves_from(sb)
+        if ma.keys() != mb.keys():
+            return False
+        for token in ma:
+            pair = (ma[token], mb[token])
+            if pair not in seen:
+                seen.add(pair)
+                todo.append(pair)
+    return True
+
+
+@pytest.mark.parametrize("regex", [r'"([ !#-\[\]-~]|\\["\\]){0,6}"', r"-?(0|[1-9][0-9]*)(\.[0-9]{1,3})?",
+                                   r'"[^"\\]{1,4}"', r"a.{0,3}b", r'\{"k":(true|null)\}'])
+def test_byte_level_conversion_matches_outlines(regex, monkeypatch):
+    """Our byte-level FSM (ASCII alphabets; `anything_else` spelled as multi-byte UTF-8) gives outlines' token
+    index. The tokenizer has tokens for every byte, so multi-byte sequences are reachable."""
+    from diffreason.automaton import _from_regex, _OutlinesTokenizer
+    from diffreason.tokenizer import train_byte_bpe
+
+    tok = _OutlinesTokenizer.wrap(train_byte_bpe())
+    ours = _from_regex(regex, tok)
+    monkeypatch.setattr(automaton, "_byte_level_fsm", lambda fsm: None)  # outlines' own conversion
+    theirs = _from_regex(regex, tok)
+    assert _same_token_language(ours, theirs)
+    assert not _same_token_language(ours, _from_regex(regex + "x?", tok))  # the check can tell languages apart
