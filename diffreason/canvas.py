@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 
+import numpy as np
 import torch
 
 from diffreason.automaton import BytesLRU, TokenAutomaton
@@ -369,6 +370,14 @@ def _regex_slot(regex: str, tokenizer, length: int, intersections=()) -> CanvasT
 def _build_regex_slot(regex: str, tokenizer, length: int, intersections=()) -> CanvasTemplate:
     automaton = TokenAutomaton.from_regex(regex, tokenizer, intersections).with_padding(tokenizer.pad_token_id)
     allowed, _, backward = automaton.slot_sets(length)
-    masks, index = torch.unique(allowed, dim=0, return_inverse=True)
+    # equal allowed sets share one mask, numbered by first appearance (hashing packed rows is cheaper than
+    # torch.unique(dim=0), which sorts them)
+    rows: dict[bytes, int] = {}
+    index = [rows.setdefault(row.tobytes(), len(rows)) for row in np.packbits(allowed.numpy(), axis=1)]
+    first: dict[int, int] = {}
+    for position, i in enumerate(index):
+        first.setdefault(i, position)
+    masks = allowed[list(first.values())]
+    index = torch.tensor(index)
     slot = Slot(0, length, automaton, backward)
     return CanvasTemplate(len(tokenizer), torch.full((length,), FREE), index, masks, slots=[slot])
