@@ -519,6 +519,38 @@ class _Compiler:
                     exact = False
                     continue
                 options.append(option)
+        elif key == "propertyNames":  # a member whose name fails it: a few such names, each required in turn
+            exact = False
+            try:
+                failing = self.without_not({"type": "string", "not": value}, f"{path}/propertyNames", seen)
+                regex, _ = self.value_regex(failing, f"{path}/propertyNames", seen)
+            except SchemaError:
+                return None
+            for name in self.names_in(regex, rest, lambda name: not self.valid(name, value)):
+                options.append(within("object", {"required": [name]}))
+        elif key == "patternProperties":  # a member whose name a pattern finds and whose value fails that schema
+            if not isinstance(value, dict):
+                return None
+            exact = False
+            for pattern, sub in value.items():
+                if sub is True or (isinstance(sub, dict) and not (sub.keys() & VALIDATION_KEYWORDS)):
+                    continue  # every value passes
+                try:
+                    regex = self.searched_pattern(pattern)
+                except PatternError:
+                    continue
+                for name in self.names_in(regex, rest, lambda name: bool(re.search(pattern, name))):
+                    declared = name in rest.get("properties", {}) or any(
+                        re.search(p, name) for p in rest.get("patternProperties", {}))
+                    extra = rest.get("additionalProperties", True)
+                    member = {"not": sub} if declared or extra is True else {"allOf": [extra, {"not": sub}]}
+                    option = within("object", {"required": [name], "properties": {name: member}})
+                    try:  # the member's own `not` folded now: one that leaves no value rules this way out
+                        if option is not None:
+                            self.resolve(option["properties"][name], f"{path}/patternProperties/{pattern}", seen)
+                    except SchemaError:
+                        continue
+                    options.append(option)
         elif key == "items" and isinstance(value, (dict, bool)):  # an array whose items all fail (one would do)
             option = within("array", {"minItems": max(1, rest.get("minItems", 1)), "items": {"not": value}})
             try:  # the items' own `not` folded now: one that leaves no value rules this way out
@@ -622,14 +654,34 @@ class _Compiler:
                 out[key] = value if mine is True else mine
             else:
                 self.fail(f"{path}/{key}", f"unsupported keyword {key!r} with different values in 'allOf' parts")
-        # additionalProperties false in one part forbids the other part's extra properties
-        for part in (a, b):
-            if part.get("additionalProperties") is False:
-                extra = set(out.get("properties", {})) - set(part.get("properties", {}))
-                if extra:
-                    self.fail(f"{path}/additionalProperties", f"'allOf' part with additionalProperties false "
-                                                              f"forbids property {sorted(extra)[0]!r}")
+        self.apply_additional(a, b, out)
         return out
+
+    @staticmethod
+    def apply_additional(a: dict, b: dict, out: dict) -> None:
+        """A part's additionalProperties holds for every name that part neither declares nor matches by a pattern,
+        so `out` (the two parts merged) gives it to the other part's such members (exactly: false leaves them out)
+        and patterns (soundly: a name the pattern finds may be one the part matches after all)."""
+        for part, other in ((a, b), (b, a)):
+            extra = other.get("additionalProperties", True)
+            if extra is True or not isinstance(extra, (dict, bool)):
+                continue
+            declared = other.get("properties", {}) if isinstance(other.get("properties"), dict) else {}
+            patterns = other.get("patternProperties", {}) if isinstance(other.get("patternProperties"), dict) else {}
+
+            def covered(name: str) -> bool:
+                with contextlib.suppress(re.error):  # (a pattern Python cannot compile covers nothing: stricter)
+                    return name in declared or any(re.search(p, name) for p in patterns)
+                return name in declared
+
+            for key, keep in (("properties", covered), ("patternProperties", lambda p: p in patterns)):
+                if not isinstance(part.get(key), dict):
+                    continue
+                merged = dict(out[key])
+                for name in part[key]:
+                    if not keep(name):
+                        merged[name] = False if False in (extra, merged[name]) else {"allOf": [merged[name], extra]}
+                out[key] = merged
 
     def text(self, s: str) -> CanvasTemplate:
         return CanvasTemplate.from_positions(self.vocab, self.tokenizer.encode(s, add_special_tokens=False))
@@ -1301,6 +1353,31 @@ class _Compiler:
                     return names
         self.fail(f"{path}/minProperties", "unsupported keyword 'minProperties' above the declared count (no names "
                                            "beyond the declared ones that the object accepts)")
+
+    def names_in(self, regex: str, schema: dict, check, count: int = 3) -> list[str]:
+        """Up to `count` of the shortest member names the JSON-string `regex` spells (its intersections included)
+        that pass `check` and that object `schema` accepts as a name: not left out, passing its propertyNames, and,
+        under additionalProperties false, declared or matched by a patternProperties pattern."""
+        from diffreason.automaton import _char_fsm
+
+        parts = tuple((mark, regexes) for regexes, mark in self.intersections.items())
+        declared = schema.get("properties", {})
+        patterns = schema.get("patternProperties", {}) if isinstance(schema.get("patternProperties"), dict) else {}
+        names = []
+        with contextlib.suppress(AutomatonTooLarge):
+            for chars in itertools.islice(_char_fsm(regex, parts).strings(), 8 * count):
+                try:
+                    name = json.loads("".join(chars))
+                except (ValueError, TypeError):  # (a character the regex leaves open is no string)
+                    continue
+                allowed = name in declared or any(re.search(p, name) for p in patterns) or (
+                    schema.get("additionalProperties", True) is not False)
+                if (isinstance(name, str) and declared.get(name) is not False and allowed and check(name)
+                        and self.valid(name, schema.get("propertyNames", True))):
+                    names.append(name)
+                    if len(names) == count:
+                        break
+        return names
 
     def map_entry(self, schema: dict, path: str, seen: tuple) -> tuple[str, str, int]:
         """(key regex, value regex, budget) of one member with a generated name, for an object that declares no

@@ -517,7 +517,7 @@ def test_all_of_merges_into_one_schema(schema):
      "unsupported keyword 'multipleOf' with different values in 'allOf' parts"),
     ({"allOf": [{"type": "object", "additionalProperties": False, "properties": {"a": {"type": "null"}}},
                 {"type": "object", "required": ["b"], "properties": {"b": {"type": "null"}}}]},
-     "forbids property 'b'"),
+     "required property 'b'"),
 ])
 def test_all_of_that_cannot_merge_fails_clearly(schema, message):
     with pytest.raises(SchemaError, match=re.escape(message)):
@@ -684,6 +684,42 @@ def test_formats_generate_values_a_format_checker_accepts(fmt):
 def test_not_restricts_what_is_written(schema):
     compiled = compile_schema(schema, TOK)
     for seed in range(6):
+        validate(fill_and_parse(compiled, seed), schema)
+
+
+@pytest.mark.parametrize("schema, member", [
+    # not propertyNames: some name fails it — here the one name "0"; under patternProperties, the value follows them
+    ({"type": "object", "not": {"propertyNames": {"not": {"const": "0"}}}}, "0"),
+    ({"type": "object", "not": {"propertyNames": {"not": {"const": "0"}}}, "patternProperties": {r"\d": {
+        "type": "boolean"}}}, "0"),
+    ({"type": "object", "not": {"propertyNames": {"maxLength": 2}}, "additionalProperties": {"type": "null"}}, None),
+    # not patternProperties: a member the pattern finds whose value fails its schema (false: any value)
+    ({"type": "object", "not": {"patternProperties": {"^b": False}}, "additionalProperties": {"type": "integer"}}, None),
+    ({"type": "object", "not": {"patternProperties": {"^id": {"type": "string"}}},
+      "patternProperties": {"d$": {"type": ["string", "integer"]}}, "additionalProperties": False}, None),
+])
+def test_not_of_names_writes_a_member_that_fails_them(schema, member):
+    compiled = compile_schema(schema, TOK)
+    for seed in range(6):
+        value = fill_and_parse(compiled, seed)
+        validate(value, schema)
+        assert member is None or member in value
+
+
+@pytest.mark.parametrize("schema", [
+    # an allOf part's additionalProperties holds for the other part's members and patterns it does not cover
+    {"type": "object", "allOf": [{"additionalProperties": {"type": "integer"}},
+                                 {"properties": {"x": {"type": ["string", "integer"]}}, "required": ["x"]}]},
+    {"type": "object", "allOf": [{"additionalProperties": {"type": "integer"}},
+                                 {"patternProperties": {"x": {"type": ["string", "integer"]}}, "minProperties": 1}]},
+    {"type": "object", "required": ["a", "b"], "allOf": [
+        {"properties": {"a": {"type": ["null", "string"]}}, "patternProperties": {"^b": {"type": ["null", "string"]}},
+         "additionalProperties": False},
+        {"properties": {"b": {"type": ["null", "string"]}}, "additionalProperties": {"type": "string"}}]},
+])
+def test_all_of_parts_keep_their_additional_properties(schema):
+    compiled = compile_schema(schema, TOK)
+    for seed in range(12):
         validate(fill_and_parse(compiled, seed), schema)
 
 
