@@ -134,6 +134,20 @@ class TokenAutomaton:
         allowed = np.asarray(pair_tokens.T @ live.T.astype(np.float32)).T > 0  # sparse [V, P] @ [P, L]: linear in moves
         return torch.from_numpy(allowed), torch.from_numpy(forward), torch.from_numpy(backward)
 
+    def shortest_length(self, limit: int) -> int | None:
+        """The fewest tokens of an accepted sequence, or None when none has at most `limit` tokens."""
+        src, dst, _ = self.state_pairs
+        accepting = self.accepting.numpy()
+        reached = np.zeros(self.num_states, dtype=bool)
+        reached[self.initial] = True
+        for k in range(limit + 1):
+            if (reached & accepting).any():
+                return k
+            step = np.zeros_like(reached)
+            step[dst[reached[src]]] = True
+            reached = step
+        return None
+
     def best_path(self, log_probs: torch.Tensor, backward: torch.Tensor | None = None) -> list[int]:
         """The complete path of len(log_probs) tokens maximising the summed log-probabilities (Viterbi)."""
         length, V = log_probs.shape

@@ -37,7 +37,7 @@ from dataclasses import astuple, dataclass
 from pathlib import Path
 from typing import Any
 
-from diffreason.automaton import AutomatonTooLarge, BytesLRU, Complement, matches_nothing
+from diffreason.automaton import AutomatonTooLarge, BytesLRU, Complement, TokenAutomaton, matches_nothing
 from diffreason.canvas import CanvasTemplate
 from diffreason.errors import DiffreasonError, TemplateError
 from diffreason.tasks.json_pattern import (
@@ -700,12 +700,19 @@ class _Compiler:
         if self.regex_size(regex) > (limit or self.budget.max_regex):
             self.fail(path, f"value too complex for one slot ({self.regex_size(regex)}-character regex)")
         intersections = tuple((mark, parts) for parts, mark in self.intersections.items() if mark in regex)
+        length = min(length, self.budget.max_slot)
         try:
-            return CanvasTemplate.from_regex(regex, self.tokenizer, min(length, self.budget.max_slot), intersections)
+            return CanvasTemplate.from_regex(regex, self.tokenizer, length, intersections)
         except AutomatonTooLarge as exc:
             self.fail(path, f"value too complex for one slot ({exc})")
         except TemplateError as exc:
-            self.fail(path, f"cannot fit the value in {length} tokens ({exc})")
+            # the budget was too short for the tokenizer's spelling of the shortest value (a long pattern literal, a
+            # long enum value): the slot grows to that spelling, with the budget's room to spare, up to a limit
+            longest = 4 * self.budget.max_slot
+            shortest = TokenAutomaton.from_regex(regex, self.tokenizer, intersections).shortest_length(longest)
+            if shortest is None or shortest <= length:
+                self.fail(path, f"cannot fit the value in {longest if shortest is None else length} tokens ({exc})")
+            return CanvasTemplate.from_regex(regex, self.tokenizer, min(shortest + length, longest), intersections)
 
     # -- regex of a value (what a slot holds) -----------------------------------------------------------------------
 

@@ -706,6 +706,20 @@ def test_not_of_names_writes_a_member_that_fails_them(schema, member):
         assert member is None or member in value
 
 
+@pytest.mark.parametrize("value", ["q7!Zx9#Vw" * 4, "https://example.org/" + "Kq7Zx9Vw/" * 14])
+def test_values_longer_than_the_budget_get_a_longer_slot(value):
+    """A pattern literal or an enum value the tokenizer spells in more tokens than the budget (24 for strings, 96
+    for a slot): the slot grows to the shortest spelling plus the budget's room."""
+    assert len(TOK.encode(value, add_special_tokens=False)) > 24
+    for schema in ({"type": "object", "required": ["v"], "properties": {"v": {"type": "string", "pattern": re.escape(value)}}},
+                   {"type": "object", "required": ["v"], "properties": {"v": {"enum": [value]}}}):
+        compiled = compile_schema(schema, TOK)
+        for seed in range(3):
+            out = fill_and_parse(compiled, seed)
+            validate(out, schema)
+            assert value in out["v"]
+
+
 @pytest.mark.parametrize("schema", [
     # an allOf part's additionalProperties holds for the other part's members and patterns it does not cover
     {"type": "object", "allOf": [{"additionalProperties": {"type": "integer"}},
