@@ -266,11 +266,16 @@ def _indexed_crawl(alphabet, initial, final, follow):
     MAX_STATES states, so a pathological regex fails in bounded time and memory."""
     from interegular.fsm import FSM, OblivionError
 
-    try:
-        first = initial if hash(initial) is not None else None
-    except TypeError:
-        first = _state_key(initial)
-    states, numbers, finals, transitions = [initial], {first: 0}, set(), {}
+    from diffreason.regex_dfa import Numbering
+
+    def key_of(state):
+        try:
+            return state if hash(state) is not None else None  # most states hash as they are
+        except TypeError:
+            return _state_key(state)
+
+    number = Numbering(key_of(initial), MAX_STATES, item=initial)
+    states, finals, transitions = number.items, set(), {}
     i = 0
     while i < len(states):
         state = states[i]
@@ -282,17 +287,7 @@ def _indexed_crawl(alphabet, initial, final, follow):
                 nxt = follow(state, symbol)
             except OblivionError:
                 continue
-            try:
-                key = nxt if hash(nxt) is not None else None  # most states hash as they are
-            except TypeError:
-                key = _state_key(nxt)
-            j = numbers.get(key)
-            if j is None:
-                if len(states) >= MAX_STATES:
-                    raise AutomatonTooLarge(f"its automaton exceeds {MAX_STATES} states")
-                j = numbers[key] = len(states)
-                states.append(nxt)
-            transitions[i][symbol] = j
+            transitions[i][symbol] = number(key_of(nxt), nxt)
         i += 1
     return FSM(alphabet=alphabet, states=range(len(states)), initial=0, finals=finals, map=transitions,
                __no_validation__=True)
@@ -459,6 +454,8 @@ def _char_fsm(regex: str, intersections: Intersections = ()):
     _PARTS.memo = {}
     try:
         return pattern.to_fsm()
+    except regex_dfa.TooLarge as exc:  # (from _indexed_crawl)
+        raise AutomatonTooLarge(str(exc)) from None
     finally:
         _PARTS.memo = None
 

@@ -204,8 +204,8 @@ class _NFA:
                 found = closures[q] = frozenset(s for s in seen if self.moves[s] or s == end)
             return found
 
-        first = closure(start)
-        numbers, sets, moves = {first: 0}, [first], []
+        number = Numbering(closure(start), self.max_states)
+        sets, moves = number.items, []
         for current in sets:  # grows while it is walked
             by_classes: dict[frozenset, set] = {}
             for q in current:
@@ -219,20 +219,30 @@ class _NFA:
                 by_classes = _refine(by_classes)  # overlapping class sets: split them per class
             row: dict[int, int] = {}
             for classes, target in by_classes.items():
-                key = frozenset(target)
-                j = numbers.get(key)
-                if j is None:
-                    if len(sets) >= self.max_states:
-                        raise TooLarge(f"its automaton exceeds {self.max_states} states")
-                    j = numbers[key] = len(sets)
-                    sets.append(key)
-                row.update(dict.fromkeys(classes, j))
+                row.update(dict.fromkeys(classes, number(frozenset(target))))
             moves.append(row)
         return DFA(moves, {i for i, s in enumerate(sets) if end in s})
 
 
 class TooLarge(Exception):
     """The DFA would exceed the state limit."""
+
+
+class Numbering:
+    """Numbers the states of a construction in the order they are found (0 first); past `limit` states, TooLarge.
+    `items[i]` is what state i stands for."""
+
+    def __init__(self, first, limit: int, item=None):
+        self.numbers, self.items, self.limit = {first: 0}, [first if item is None else item], limit
+
+    def __call__(self, key, item=None) -> int:
+        j = self.numbers.get(key)
+        if j is None:
+            if len(self.items) >= self.limit:
+                raise TooLarge(f"its automaton exceeds {self.limit} states")
+            j = self.numbers[key] = len(self.items)
+            self.items.append(key if item is None else item)
+        return j
 
 
 def _refine(by_classes: dict[frozenset, set]) -> dict[frozenset, set]:
@@ -264,21 +274,11 @@ def _trim(dfa: DFA) -> DFA:
 
 
 def _product(dfas: list[DFA], max_states: int) -> DFA:
-    first = (0,) * len(dfas)
-    numbers, states, moves = {first: 0}, [first], []
+    number = Numbering((0,) * len(dfas), max_states)
+    states, moves = number.items, []
     for current in states:
         rows = [dfa.moves[s] for dfa, s in zip(dfas, current)]
-        row = {}
-        for c in set(rows[0]).intersection(*rows[1:]):
-            key = tuple(r[c] for r in rows)
-            j = numbers.get(key)
-            if j is None:
-                if len(states) >= max_states:
-                    raise TooLarge(f"its automaton exceeds {max_states} states")
-                j = numbers[key] = len(states)
-                states.append(key)
-            row[c] = j
-        moves.append(row)
+        moves.append({c: number(tuple(r[c] for r in rows)) for c in set(rows[0]).intersection(*rows[1:])})
     finals = {i for i, key in enumerate(states) if all(s in dfa.finals for dfa, s in zip(dfas, key))}
     return DFA(moves, finals)
 

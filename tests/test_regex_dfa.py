@@ -107,3 +107,10 @@ def test_byte_level_conversion_matches_outlines(regex, monkeypatch):
     theirs = _from_regex(regex, tok)
     assert _same_token_language(ours, theirs)
     assert not _same_token_language(ours, _from_regex(regex + "x?", tok))  # the check can tell languages apart
+
+
+def test_state_limit_holds_on_interegulars_construction_too(monkeypatch):
+    """A lookahead goes to interegular; its crawl numbers states with the same limit, and the error says so."""
+    monkeypatch.setattr(automaton, "MAX_STATES", 500)
+    with pytest.raises(automaton.AutomatonTooLarge, match="exceeds 500 states"):
+        automaton._char_fsm(r"(?=x)x[ab]*a[ab]{10}")
