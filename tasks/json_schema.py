@@ -1377,9 +1377,11 @@ class _Compiler:
                     name = json.loads("".join(chars))
                 except (ValueError, TypeError):  # (a character the regex leaves open is no string)
                     continue
+                if not isinstance(name, str):
+                    continue
                 allowed = name in declared or any(re.search(p, name) for p in patterns) or (
                     schema.get("additionalProperties", True) is not False)
-                if (isinstance(name, str) and declared.get(name) is not False and allowed and check(name)
+                if (declared.get(name) is not False and allowed and check(name)
                         and self.valid(name, schema.get("propertyNames", True))):
                     names.append(name)
                     if len(names) == count:
