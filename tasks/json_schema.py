@@ -307,6 +307,10 @@ class _Compiler:
             self.intersections[regexes] = chr(0xF0000 + len(self.intersections))
         return self.intersections[regexes]
 
+    def placeholders_in(self, regex: str) -> tuple:
+        """The intersections `regex` holds placeholders of, as the automaton takes them (automaton.Intersections)."""
+        return tuple((mark, parts) for parts, mark in self.intersections.items() if mark in regex)
+
     def regex_size(self, regex: str) -> int:
         """The length of `regex` with each placeholder counted as the regexes it stands for."""
         return len(regex) + sum(regex.count(mark) * (sum(map(len, parts)) - 1)
@@ -447,6 +451,19 @@ class _Compiler:
                 return None
             return None if _empty_bounds(out) else out
 
+        def failing_member(name: str, sub: Any, where: str) -> dict | None:
+            """`rest` with member `name` required and its value failing `sub`. A name `rest` neither declares nor
+            matches by a pattern also meets its additionalProperties. The member's own `not` is folded now, so one
+            that leaves no value raises _NoValue and rules this way out."""
+            covered = name in rest.get("properties", {}) or any(
+                re.search(p, name) for p in rest.get("patternProperties", {}))
+            extra = rest.get("additionalProperties", True)
+            member = {"not": sub} if covered or extra is True else {"allOf": [extra, {"not": sub}]}
+            option = within("object", {"required": [name], "properties": {name: member}})
+            if option is not None:
+                self.resolve(option["properties"][name], where, seen)
+            return option
+
         options: list[dict | None] = []
         exact = key not in SUBSET_NEGATIONS
         if key == "type":
@@ -507,18 +524,12 @@ class _Compiler:
                 if name not in declared and (extra is False or rest.get("patternProperties")):
                     exact = exact and not rest.get("patternProperties")  # (a pattern may allow the name)
                     continue
-                member = {"not": sub} if name in declared or extra is True else {"allOf": [extra, {"not": sub}]}
-                option = within("object", {"required": [name], "properties": {name: member}})
-                if option is None:
-                    continue
-                try:  # the member's own `not` folded now: one that leaves no value rules this way out
-                    self.resolve(option["properties"][name], f"{path}/properties/{name}", seen)
+                try:
+                    options.append(failing_member(name, sub, f"{path}/properties/{name}"))
                 except _NoValue:
                     continue
                 except SchemaError:
                     exact = False
-                    continue
-                options.append(option)
         elif key == "propertyNames":  # a member whose name fails it: a few such names, each required in turn
             exact = False
             try:
@@ -540,17 +551,8 @@ class _Compiler:
                 except PatternError:
                     continue
                 for name in self.names_in(regex, rest, lambda name: bool(re.search(pattern, name))):
-                    declared = name in rest.get("properties", {}) or any(
-                        re.search(p, name) for p in rest.get("patternProperties", {}))
-                    extra = rest.get("additionalProperties", True)
-                    member = {"not": sub} if declared or extra is True else {"allOf": [extra, {"not": sub}]}
-                    option = within("object", {"required": [name], "properties": {name: member}})
-                    try:  # the member's own `not` folded now: one that leaves no value rules this way out
-                        if option is not None:
-                            self.resolve(option["properties"][name], f"{path}/patternProperties/{pattern}", seen)
-                    except SchemaError:
-                        continue
-                    options.append(option)
+                    with contextlib.suppress(SchemaError):
+                        options.append(failing_member(name, sub, f"{path}/patternProperties/{pattern}"))
         elif key == "items" and isinstance(value, (dict, bool)):  # an array whose items all fail (one would do)
             option = within("array", {"minItems": max(1, rest.get("minItems", 1)), "items": {"not": value}})
             try:  # the items' own `not` folded now: one that leaves no value rules this way out
@@ -699,7 +701,7 @@ class _Compiler:
     def slot(self, regex: str, length: int, path: str, limit: int | None = None) -> CanvasTemplate:
         if self.regex_size(regex) > (limit or self.budget.max_regex):
             self.fail(path, f"value too complex for one slot ({self.regex_size(regex)}-character regex)")
-        intersections = tuple((mark, parts) for parts, mark in self.intersections.items() if mark in regex)
+        intersections = self.placeholders_in(regex)
         length = min(length, self.budget.max_slot)
         try:
             return CanvasTemplate.from_regex(regex, self.tokenizer, length, intersections)
@@ -1339,54 +1341,46 @@ class _Compiler:
         """`count` member names beyond the declared ones that the object accepts (minProperties above the declared
         count): each passes propertyNames and, under additionalProperties false, matches a patternProperties
         pattern (candidates: key1, key2, ..., then the shortest strings each pattern is found in)."""
-        from diffreason.automaton import _char_fsm
-
         declared = set(schema.get("properties", {})) | set(schema.get("required", []))
         patterns = schema.get("patternProperties", {}) if isinstance(schema.get("patternProperties"), dict) else {}
         candidates = [f"key{i}" for i in range(1, count + 8)]
         for pattern in patterns:
-            with contextlib.suppress(PatternError, AutomatonTooLarge):
-                strings = _char_fsm(self.searched_pattern(pattern)).strings()
-                for chars in itertools.islice(strings, 4 * count):
-                    with contextlib.suppress(ValueError, TypeError):
-                        candidates.append(json.loads("".join(chars)))
-        names = []
-        for name in dict.fromkeys(c for c in candidates if isinstance(c, str)):
-            matched = any(re.search(p, name) for p in patterns)
-            allowed = matched or schema.get("additionalProperties", True) is not False
-            if name not in declared and allowed and self.valid(name, schema.get("propertyNames", True)):
-                names.append(name)
-                if len(names) == count:
-                    return names
-        self.fail(f"{path}/minProperties", "unsupported keyword 'minProperties' above the declared count (no names "
-                                           "beyond the declared ones that the object accepts)")
+            with contextlib.suppress(PatternError):
+                candidates += self.strings_of(self.searched_pattern(pattern), 4 * count)
+        names = [name for name in dict.fromkeys(candidates) if name not in declared and self.accepts_name(schema, name)]
+        if len(names) < count:
+            self.fail(f"{path}/minProperties", "unsupported keyword 'minProperties' above the declared count (no "
+                                               "names beyond the declared ones that the object accepts)")
+        return names[:count]
 
     def names_in(self, regex: str, schema: dict, check, count: int = 3) -> list[str]:
-        """Up to `count` of the shortest member names the JSON-string `regex` spells (its intersections included)
-        that pass `check` and that object `schema` accepts as a name: not left out, passing its propertyNames, and,
-        under additionalProperties false, declared or matched by a patternProperties pattern."""
+        """Up to `count` of the shortest member names the JSON-string `regex` spells that pass `check` and that
+        object `schema` accepts."""
+        return [name for name in self.strings_of(regex, 8 * count)
+                if self.accepts_name(schema, name) and check(name)][:count]
+
+    def strings_of(self, regex: str, tried: int) -> list[str]:
+        """The strings among the `tried` shortest JSON texts the JSON-string `regex` (its intersections included)
+        spells (a character the regex leaves open spells no string)."""
         from diffreason.automaton import _char_fsm
 
-        parts = tuple((mark, regexes) for regexes, mark in self.intersections.items())
+        out = []
+        with contextlib.suppress(AutomatonTooLarge):
+            for chars in itertools.islice(_char_fsm(regex, self.placeholders_in(regex)).strings(), tried):
+                with contextlib.suppress(ValueError, TypeError):
+                    value = json.loads("".join(chars))
+                    if isinstance(value, str):
+                        out.append(value)
+        return out
+
+    def accepts_name(self, schema: dict, name: str) -> bool:
+        """Would object `schema` take a member named `name`: not left out (`name: false`), passing its
+        propertyNames, and, under additionalProperties false, declared or matched by a patternProperties pattern."""
         declared = schema.get("properties", {})
         patterns = schema.get("patternProperties", {}) if isinstance(schema.get("patternProperties"), dict) else {}
-        names = []
-        with contextlib.suppress(AutomatonTooLarge):
-            for chars in itertools.islice(_char_fsm(regex, parts).strings(), 8 * count):
-                try:
-                    name = json.loads("".join(chars))
-                except (ValueError, TypeError):  # (a character the regex leaves open is no string)
-                    continue
-                if not isinstance(name, str):
-                    continue
-                allowed = name in declared or any(re.search(p, name) for p in patterns) or (
-                    schema.get("additionalProperties", True) is not False)
-                if (declared.get(name) is not False and allowed and check(name)
-                        and self.valid(name, schema.get("propertyNames", True))):
-                    names.append(name)
-                    if len(names) == count:
-                        break
-        return names
+        allowed = (name in declared or any(re.search(p, name) for p in patterns)
+                   or schema.get("additionalProperties", True) is not False)
+        return allowed and declared.get(name) is not False and self.valid(name, schema.get("propertyNames", True))
 
     def map_entry(self, schema: dict, path: str, seen: tuple) -> tuple[str, str, int]:
         """(key regex, value regex, budget) of one member with a generated name, for an object that declares no
@@ -1415,7 +1409,7 @@ class _Compiler:
         if schema.get("propertyNames", True) is not True:  # the generated name must be a valid name too
             names, _ = self.value_regex(schema["propertyNames"], f"{path}/propertyNames", seen)
             key = self.intersect(key, names)
-            if matches_nothing(key, tuple((m, parts) for parts, m in self.intersections.items())):
+            if matches_nothing(key, self.placeholders_in(key)):
                 raise _NoValue(f"no generated name satisfies propertyNames at {path}/propertyNames")
         value, n = self.value_regex(value_schema, where, seen)
         self.fix(f"{path or '#'}: always one member, its name generated (minProperties)")
