@@ -8,7 +8,7 @@ STAMP := $(VENV)/.diffreason-installed
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install -q -e '.[dev]'
+	$(BIN)/pip install -q --no-cache-dir -e '.[dev]'
 	touch $(STAMP)
 
 setup: $(STAMP)

@@ -172,6 +172,12 @@ def train_sudoku(
         True, "--curriculum/--no-curriculum", help="blanks grow from few to many (off: full difficulty from step 0)"
     ),
     threads: int = typer.Option(0, "--threads", help="CPU threads for torch (0: torch's default)"),
+    puzzle_fraction: float = typer.Option(
+        0.0, "--puzzle-fraction", min=0.0, max=1.0,
+        help="share of each batch drawn from uniquely solvable generated puzzles (mostly hard / extreme) instead of "
+        "random blanks",
+    ),
+    puzzle_pool: int = typer.Option(2000, "--puzzle-pool", min=1, help="how many unique puzzles to generate for it"),
 ) -> None:
     """Train a Sudoku solver (resumable: rerun the same command to continue)."""
     import torch
@@ -192,7 +198,15 @@ def train_sudoku(
         build = lambda: sudoku.build_sudoku_model(preset, seed)  # noqa: E731
     lm = resume_or_build(run_dir, build)
     lm.model.to(device)
-    stream = sudoku.SudokuStream(seed)
+    if puzzle_fraction > 0:
+        from rich.progress import Progress
+
+        with Progress(console=err_console, transient=True) as bar:
+            task = bar.add_task("generating training puzzles", total=puzzle_pool)
+            stream = sudoku.SudokuStream(seed, puzzle_fraction=puzzle_fraction, puzzle_pool_size=puzzle_pool,
+                                         progress=lambda: bar.advance(task))
+    else:
+        stream = sudoku.SudokuStream(seed)
     batches = sudoku.sft_batches(stream, torch.Generator().manual_seed(seed), curriculum=curriculum)
     train(
         lm, batches, cfg, run_dir, evaluate=sudoku.heldout_evaluator(),

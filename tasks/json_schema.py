@@ -29,6 +29,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import decimal
+import fractions
 import itertools
 import json
 import math
@@ -92,11 +93,16 @@ APPLIES["integer"] = APPLIES["number"]
 APPLIES["boolean"] = APPLIES["null"] = set()
 # Keywords of the compiler's own, never in a user's schema. EXCLUDED: regexes over a string's or integer's JSON text
 # that the value must not match, added where a `not` is folded (enum, const, pattern); the slot holds their
-# complements. PATTERNS: further patterns a string must match (allOf parts with different patterns).
+# complements. PATTERNS: further patterns a string must match (allOf parts with different patterns). MULTIPLES: the
+# multipleOf values of allOf parts whose least common multiple `multipleOf` holds; each is still checked as validators
+# check it, in floating point. NOT_MULTIPLES: values a number must not be a multiple of (a folded `not`).
 EXCLUDED = "$diffreason:excluded"
 PATTERNS = "$diffreason:patterns"
-VALIDATION_KEYWORDS.update({EXCLUDED, PATTERNS})
+MULTIPLES = "$diffreason:multiples"
+NOT_MULTIPLES = "$diffreason:not-multiples"
+VALIDATION_KEYWORDS.update({EXCLUDED, PATTERNS, MULTIPLES, NOT_MULTIPLES})
 APPLIES["string"].add(PATTERNS)
+APPLIES["number"].update({MULTIPLES, NOT_MULTIPLES})  # (APPLIES["integer"] is the same set)
 GENERIC = VALIDATION_KEYWORDS - set().union(*APPLIES.values())
 # What an unconstrained value ({} or true) becomes: any scalar — every one of them validates.
 ANY_VALUE = {"type": ["string", "number", "boolean", "null"]}
@@ -106,8 +112,9 @@ SUPPORTED = {
     "array": {"type", "items", "prefixItems", "additionalItems", "minItems", "maxItems", "uniqueItems"},
     "string": {"type", "enum", "const", "pattern", "minLength", "maxLength", "format", EXCLUDED, PATTERNS},
     "integer": {"type", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf", "enum", "const",
-                EXCLUDED},
-    "number": {"type", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf", "enum", "const"},
+                EXCLUDED, MULTIPLES, NOT_MULTIPLES},
+    "number": {"type", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf", "enum", "const",
+               MULTIPLES, NOT_MULTIPLES},
     "boolean": {"type", "enum", "const"},
     "null": {"type", "enum", "const"},
 }
@@ -231,6 +238,18 @@ def integer_regex(lo: int | None, hi: int | None) -> str:
     return "|".join(f"({p})" for p in parts)
 
 
+def _positive_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and 0 < value < math.inf
+
+
+def _lcm(a: int | float, b: int | float) -> int | float:
+    """The least common multiple of two positive numbers as their decimal texts read: for p1/q1 and p2/q2 in lowest
+    terms, lcm(p1, p2) / gcd(q1, q2)."""
+    x, y = (fractions.Fraction(decimal.Decimal(repr(v))) for v in (a, b))
+    m = fractions.Fraction(math.lcm(x.numerator, y.numerator), math.gcd(x.denominator, y.denominator))
+    return m.numerator if m.denominator == 1 else float(decimal.Decimal(m.numerator) / m.denominator)
+
+
 def _json_type(value: Any) -> str:
     if isinstance(value, bool):
         return "boolean"
@@ -335,6 +354,12 @@ class _Compiler:
                 return False
         if isinstance(node, dict) and isinstance(value, str) and not all(re.search(p, value)
                                                                          for p in node.get(PATTERNS, [])):
+            return False
+        if isinstance(node, dict) and not all(self._validator.evolve(schema={"multipleOf": d}).is_valid(value)
+                                              for d in node.get(MULTIPLES, [])):
+            return False
+        if isinstance(node, dict) and _json_type(value) in ("integer", "number") and any(
+                self._validator.evolve(schema={"multipleOf": d}).is_valid(value) for d in node.get(NOT_MULTIPLES, [])):
             return False
         try:
             return self._validator.evolve(schema=node).is_valid(value)
@@ -460,8 +485,11 @@ class _Compiler:
             extra = rest.get("additionalProperties", True)
             member = {"not": sub} if covered or extra is True else {"allOf": [extra, {"not": sub}]}
             option = within("object", {"required": [name], "properties": {name: member}})
-            if option is not None:
-                self.resolve(option["properties"][name], where, seen)
+            if option is not None:  # the member's value meets the patterns that find its name too
+                found = [sub for pattern, sub in option.get("patternProperties", {}).items()
+                         if re.search(pattern, name)]
+                value = option["properties"][name]
+                self.resolve({"allOf": [value, *found]} if found else value, where, seen)
             return option
 
         options: list[dict | None] = []
@@ -493,6 +521,16 @@ class _Compiler:
                 options.append({**rest, "enum": left} if left else None)
             else:  # numbers, arrays, objects of the enum's types: no complement written
                 exact = False
+        elif key == "not":  # failing `not X` is validating X
+            options.append({"allOf": [rest, value]} if rest else value)
+        elif key == "multipleOf":  # a number that is not a multiple (checked as validators check)
+            if not _positive_number(value):
+                return None
+            option = within("number", {NOT_MULTIPLES: [value]})
+            if option is not None and _positive_number(option.get("multipleOf")) and _lcm(
+                    option["multipleOf"], value) == option["multipleOf"]:
+                option = None  # every multiple of the schema's multipleOf is a multiple of `value` too
+            options.append(option)
         elif key == "pattern":
             try:
                 options.append(within("string", {EXCLUDED: [searched_json_regex(value)]}))
@@ -634,8 +672,12 @@ class _Compiler:
                 out[key] = min(mine, value)
             elif key == "enum":
                 out[key] = [v for v in mine if any(v == w and _json_type(v) == _json_type(w) for w in value)]
-            elif key in (EXCLUDED, PATTERNS):
+            elif key in (EXCLUDED, PATTERNS, MULTIPLES, NOT_MULTIPLES):
                 out[key] = [*mine, *value]
+            elif key == "multipleOf" and _positive_number(mine) and _positive_number(value):
+                # multiples of both are exactly the multiples of their least common multiple
+                out[key] = _lcm(mine, value)
+                out[MULTIPLES] = list(dict.fromkeys([*out.get(MULTIPLES, []), mine, value]))
             elif key == "pattern":  # both patterns hold: the second joins the slot's intersection
                 out[PATTERNS] = [*out.get(PATTERNS, []), value]
             elif key in ("anyOf", "oneOf") and isinstance(mine, list) and isinstance(value, list):
@@ -695,7 +737,7 @@ class _Compiler:
             resolved = self.resolve(schema, "", seen)[0]
         except SchemaError:
             return self.budget.max_regex
-        finite = resolved.keys() & {"enum", "const", "multipleOf"}  # multipleOf: a choice among multiples
+        finite = resolved.keys() & {"enum", "const", "multipleOf", NOT_MULTIPLES}  # multipleOf: a choice among multiples
         return self.budget.max_regex * (10 if finite else 1)
 
     def slot(self, regex: str, length: int, path: str, limit: int | None = None) -> CanvasTemplate:
@@ -779,7 +821,7 @@ class _Compiler:
             return "(true|false)", 5
         if kind in ("integer", "number"):
             schema = _draft4_bounds(schema)
-        if kind in ("integer", "number") and "multipleOf" in schema:
+        if kind in ("integer", "number") and schema.keys() & {"multipleOf", NOT_MULTIPLES}:
             return self.multiples_regex(schema, kind, path)
         if kind == "integer":
             lo, hi = schema.get("minimum"), schema.get("maximum")
@@ -1108,24 +1150,27 @@ class _Compiler:
         """multipleOf d: multiples of 1 are the integers within the bounds. Otherwise a choice among multiples k·d,
         k spread over magnitudes (1..99 × 10^e, e = 0..2, and 0; negated too where the bounds allow). No digit pattern
         is exact: validators divide in floating point, so 0.07 fails multipleOf 0.01 (0.07 / 0.01 = 7.000000000000001)
-        — each candidate is kept only if it validates against the whole schema."""
-        d = schema["multipleOf"]
+        — each candidate is kept only if it validates against the whole schema. A number that must not be a multiple
+        of some values (a folded `not`) is such a choice too, among multiples of d, or of 1 without multipleOf."""
+        d = schema.get("multipleOf", 1)
         if isinstance(d, bool) or not isinstance(d, (int, float)) or not d > 0 or math.isinf(d):
             self.fail(f"{path}/multipleOf", f"'multipleOf' must be a positive number, got {d!r}")
         rest = {k: v for k, v in schema.items() if k != "multipleOf"}
-        if d == 1:
-            return self.value_regex({**rest, "type": "integer"}, path)
-        step = decimal.Decimal(repr(d))
+        if d == 1 and not schema.keys() & {MULTIPLES, NOT_MULTIPLES}:
+            return self.value_regex({**rest, "type": "integer"}, path)  # (3 / 0.1 is no integer: not with MULTIPLES)
         ks = sorted({m * 10**e for m in range(1, 100) for e in range(3)})
-        lits = []
-        for k in [0, *ks, *(-k for k in ks)]:
-            text = format((step * k).normalize(), "f")
-            if self.valid(json.loads(text), schema):  # (valid() honours EXCLUDED too)
-                lits.append(text)
-        if not lits:
-            self.fail(f"{path}/multipleOf", f"unsupported keyword 'multipleOf' ({d!r}: none of the multiples tried, "
-                                            f"k·{d!r} for |k| <= 9900, validates)")
-        return "(" + "|".join(re.escape(v) for v in lits) + ")", max(len(v) for v in lits)
+        # a number that only must not be a multiple may be a decimal (not a multiple of 0.5, within [0, 3])
+        steps = [d] if "multipleOf" in schema or kind == "integer" else [1, 0.1]
+        for step in map(decimal.Decimal, map(repr, steps)):
+            texts = (format((step * k).normalize(), "f") for k in [0, *ks, *(-k for k in ks)])
+            lits = [text for text in texts if self.valid(json.loads(text), schema)]  # (valid() honours EXCLUDED too)
+            if lits:
+                return "(" + "|".join(re.escape(v) for v in lits) + ")", max(len(v) for v in lits)
+        if "multipleOf" not in schema:
+            self.fail(f"{path}/not", "unsupported keyword 'not' (of multipleOf: no number tried, k or k/10 for "
+                                     "|k| <= 9900, validates)")
+        self.fail(f"{path}/multipleOf", f"unsupported keyword 'multipleOf' ({d!r}: none of the multiples tried, "
+                                        f"k·{d!r} for |k| <= 9900, validates)")
 
     def number_regex(self, schema: dict, path: str) -> str:
         lo, hi = schema.get("minimum"), schema.get("maximum")

@@ -334,12 +334,27 @@ class SudokuStream:
 
     Symmetries: digit relabelling, row permutations within bands, column permutations within stacks, band and stack
     permutations, transpose. Blank counts follow a curriculum from many givens to few.
+
+    With `puzzle_fraction` > 0, that share of each batch are uniquely solvable puzzles (a pool drawn once from the
+    generator, at seeds the eval sets never use, mostly hard and extreme), under the same symmetries, which keep a
+    puzzle uniquely solvable. Random blanks at 27 givens leave many completions, so their target is one arbitrary
+    completion; a unique puzzle's target follows from its givens — the deduction the eval asks for.
     """
 
-    def __init__(self, seed: int = 0, pool_size: int = 2048):
+    # the unique-puzzle pool's mix of tiers (share of the pool)
+    PUZZLE_TIERS = {"medium": 0.2, "hard": 0.5, "extreme": 0.3}
+
+    def __init__(self, seed: int = 0, pool_size: int = 2048, puzzle_fraction: float = 0.0,
+                 puzzle_pool_size: int = 2000, progress=None):
+        if not 0.0 <= puzzle_fraction <= 1.0:
+            raise SudokuError(f"puzzle_fraction must lie in [0, 1], got {puzzle_fraction}")
         self.rng = np.random.default_rng(seed)
         pool_rng = random.Random(f"train-pool:{seed}")
         self.pool = np.array([random_grid(pool_rng) for _ in range(pool_size)], dtype=np.int64)  # [N, 81] 1..9
+        self.puzzle_fraction = puzzle_fraction
+        self.puzzles = self.puzzle_blanks = None
+        if puzzle_fraction > 0:
+            self.puzzles, self.puzzle_blanks = training_puzzles(puzzle_pool_size, seed, progress)
 
     def state_dict(self) -> dict:
         return {"rng": self.rng.bit_generator.state}
@@ -347,18 +362,20 @@ class SudokuStream:
     def load_state_dict(self, state: dict) -> None:
         self.rng.bit_generator.state = state["rng"]
 
-    def _augment(self, grids: np.ndarray) -> np.ndarray:
-        rng, out = self.rng, np.empty_like(grids)
+    def _augment(self, grids: np.ndarray, blanks: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The same random symmetry applied to each grid and its blank mask."""
+        rng, out, out_blanks = self.rng, np.empty_like(grids), np.empty_like(blanks)
         for k, g in enumerate(grids):
-            g = g.reshape(9, 9)
             relabel = np.concatenate([[0], rng.permutation(9) + 1])
             rows = np.concatenate([b * 3 + rng.permutation(3) for b in rng.permutation(3)])
             cols = np.concatenate([s * 3 + rng.permutation(3) for s in rng.permutation(3)])
-            g = relabel[g][rows][:, cols]
+            source = rows[:, None] * 9 + cols[None, :]  # cell (r, c) of the result comes from cell source[r, c]
             if rng.random() < 0.5:
-                g = g.T
-            out[k] = g.reshape(-1)
-        return out
+                source = source.T
+            source = source.reshape(-1)
+            out[k] = relabel[g[source]]
+            out_blanks[k] = blanks[k][source]
+        return out, out_blanks
 
     def blanks_range(self, progress: float) -> tuple[int, int]:
         """Curriculum: blanks from ~[10, 40] at the start to [25, 64] after 60 % of training."""
@@ -368,14 +385,33 @@ class SudokuStream:
 
     def batch(self, size: int, progress: float) -> tuple[torch.Tensor, torch.Tensor]:
         """(solutions [B, 81] digits, blank mask [B, 81] bool)."""
-        grids = self._augment(self.pool[self.rng.integers(0, len(self.pool), size)])
+        grids = self.pool[self.rng.integers(0, len(self.pool), size)]
         lo, hi = self.blanks_range(progress)
         counts = self.rng.integers(lo, hi + 1, size)
         order = np.argsort(self.rng.random((size, CELLS)), axis=1)
         blanks = np.zeros((size, CELLS), dtype=bool)
         for k in range(size):
             blanks[k, order[k, : counts[k]]] = True
+        if self.puzzles is not None:
+            chosen = np.flatnonzero(self.rng.random(size) < self.puzzle_fraction)
+            picks = self.rng.integers(0, len(self.puzzles), len(chosen))
+            grids[chosen], blanks[chosen] = self.puzzles[picks], self.puzzle_blanks[picks]
+        grids, blanks = self._augment(grids, blanks)
         return torch.from_numpy(grids), torch.from_numpy(blanks)
+
+
+def training_puzzles(n: int, seed: int = 0, progress=None) -> tuple[np.ndarray, np.ndarray]:
+    """(solutions [n, 81], blank masks [n, 81]) of `n` uniquely solvable puzzles in `SudokuStream.PUZZLE_TIERS`
+    shares, from negative generator seeds: `generate_set` (every eval and held-out set) only uses seeds >= 0."""
+    solutions, blanks = [], []
+    for tier, share in SudokuStream.PUZZLE_TIERS.items():
+        for k in range(round(n * share)):
+            p = generate(tier, -1 - (seed * 1_000_003 + k))
+            solutions.append(p.solution)
+            blanks.append([c == 0 for c in p.puzzle])
+            if progress:
+                progress()
+    return np.array(solutions, dtype=np.int64), np.array(blanks, dtype=bool)
 
 
 def training_tensors(solutions: torch.Tensor, blanks: torch.Tensor, generator: torch.Generator):

@@ -511,10 +511,27 @@ def test_all_of_merges_into_one_schema(schema):
         validate(fill_and_parse(compiled, seed), schema)
 
 
+@pytest.mark.parametrize("parts, lcm", [
+    ([{"type": "integer", "multipleOf": 4}, {"multipleOf": 6}], 12),
+    ([{"type": "number", "multipleOf": 0.5, "maximum": 40}, {"multipleOf": 0.75}], 1.5),
+    ([{"type": "number", "multipleOf": 0.01}, {"multipleOf": 0.025, "minimum": -3}], 0.05),
+    # lcm 1, but integers are not all multiples of 0.1 in floating point (3 / 0.1 = 30.000000000000004)
+    ([{"type": "number", "multipleOf": 0.1}, {"multipleOf": 1}], 1),
+])
+def test_multiple_of_in_all_of_parts_is_their_least_common_multiple(parts, lcm):
+    schema = {"type": "object", "required": ["v"], "properties": {"v": {"allOf": parts}}}
+    compiled = compile_schema(schema, TOK)
+    values = [fill_and_parse(compiled, seed)["v"] for seed in range(12)]
+    for value in values:
+        validate({"v": value}, schema)
+        assert abs(value / lcm - round(value / lcm)) < 1e-9
+    assert len(set(values)) > 3  # a choice among many multiples, not one value
+
+
 @pytest.mark.parametrize("schema, message", [
     ({"allOf": [{"type": "string"}, {"type": "integer"}]}, "accept no common value"),
-    ({"allOf": [{"type": "integer", "multipleOf": 2}, {"type": "integer", "multipleOf": 3}]},
-     "unsupported keyword 'multipleOf' with different values in 'allOf' parts"),
+    ({"allOf": [{"type": "string", "format": "date"}, {"type": "string", "format": "email"}]},
+     "unsupported keyword 'format' with different values in 'allOf' parts"),
     ({"allOf": [{"type": "object", "additionalProperties": False, "properties": {"a": {"type": "null"}}},
                 {"type": "object", "required": ["b"], "properties": {"b": {"type": "null"}}}]},
      "required property 'b'"),
@@ -680,6 +697,17 @@ def test_formats_generate_values_a_format_checker_accepts(fmt):
     {"allOf": [{"$ref": "#/$defs/base"}, {"not": {"required": ["b"]}}, {"not": {"required": ["c"]}}],
      "$defs": {"base": {"type": "object", "required": ["a"], "properties": {
          "a": {"type": "boolean"}, "b": {"type": "boolean"}, "c": {"type": "boolean"}}}}},
+    # a member failing the negated `properties`: not `a`, whose pattern keeps it an integer, but `b`
+    {"type": "object", "patternProperties": {"^a$": {"type": "integer"}}, "properties": {"b": {"type": ["integer",
+     "string"]}}, "not": {"properties": {"a": {"type": "integer"}, "b": {"type": "integer"}}}},
+    # not multipleOf: numbers that are not multiples, as validators divide (a string passes multipleOf, so fails it)
+    {"type": "object", "required": ["v"], "properties": {"v": {"type": ["integer", "string"], "not": {"multipleOf": 2}}}},
+    {"type": "object", "required": ["v"], "properties": {"v": {"type": "number", "minimum": 0, "maximum": 3,
+                                                                "not": {"multipleOf": 0.5}}}},
+    {"type": "array", "minItems": 4, "items": {"oneOf": [  # FizzBuzz-like: exactly one branch matches
+        {"type": "integer", "multipleOf": 3, "not": {"multipleOf": 5}},
+        {"type": "integer", "multipleOf": 5, "not": {"multipleOf": 3}},
+        {"type": "integer", "allOf": [{"multipleOf": 3}, {"multipleOf": 5}]}]}},
 ])
 def test_not_restricts_what_is_written(schema):
     compiled = compile_schema(schema, TOK)

@@ -225,6 +225,23 @@ def test_cli_solve_rejects_a_non_sudoku_model(tiny_checkpoint):
     assert p.returncode == 2 and "not a Sudoku model" in p.stderr
 
 
+def test_training_stream_mixes_in_unique_puzzles_under_symmetries():
+    stream = S.SudokuStream(seed=5, pool_size=8, puzzle_fraction=1.0, puzzle_pool_size=10)
+    solutions, blanks = stream.batch(12, progress=0.0)
+    for grid, blank in zip(solutions.tolist(), blanks.tolist()):
+        puzzle = [0 if b else d for d, b in zip(grid, blank)]
+        assert S.verify(puzzle, grid)
+        assert S.solution_count(puzzle) == 1  # a symmetry of a unique puzzle is unique
+    # the masks are the pool's puzzles (blank counts of hard / extreme puzzles), not random blanks
+    assert {int(b.sum()) for b in blanks} <= {int(b.sum()) for b in stream.puzzle_blanks}
+    # training puzzles come from seeds no eval set uses
+    evals = {S.to_string(p.puzzle) for tier in ("medium", "hard") for p in S.generate_set(tier, 3, seed=0)}
+    assert not evals & {S.to_string([0 if b else d for d, b in zip(g, m)])
+                        for g, m in zip(stream.puzzles.tolist(), stream.puzzle_blanks.tolist())}
+    with pytest.raises(S.SudokuError, match="puzzle_fraction"):
+        S.SudokuStream(seed=0, pool_size=2, puzzle_fraction=1.5)
+
+
 def test_training_runs_and_resumes(tmp_path):
     from diffreason.train import TrainConfig, train
 
