@@ -737,7 +737,8 @@ class _Compiler:
             resolved = self.resolve(schema, "", seen)[0]
         except SchemaError:
             return self.budget.max_regex
-        finite = resolved.keys() & {"enum", "const", "multipleOf", NOT_MULTIPLES}  # multipleOf: a choice among multiples
+        # multipleOf and NOT_MULTIPLES: a choice among numbers
+        finite = resolved.keys() & {"enum", "const", "multipleOf", NOT_MULTIPLES}
         return self.budget.max_regex * (10 if finite else 1)
 
     def slot(self, regex: str, length: int, path: str, limit: int | None = None) -> CanvasTemplate:

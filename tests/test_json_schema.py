@@ -701,7 +701,8 @@ def test_formats_generate_values_a_format_checker_accepts(fmt):
     {"type": "object", "patternProperties": {"^a$": {"type": "integer"}}, "properties": {"b": {"type": ["integer",
      "string"]}}, "not": {"properties": {"a": {"type": "integer"}, "b": {"type": "integer"}}}},
     # not multipleOf: numbers that are not multiples, as validators divide (a string passes multipleOf, so fails it)
-    {"type": "object", "required": ["v"], "properties": {"v": {"type": ["integer", "string"], "not": {"multipleOf": 2}}}},
+    {"type": "object", "required": ["v"], "properties": {"v": {"type": ["integer", "string"],
+                                                                "not": {"multipleOf": 2}}}},
     {"type": "object", "required": ["v"], "properties": {"v": {"type": "number", "minimum": 0, "maximum": 3,
                                                                 "not": {"multipleOf": 0.5}}}},
     {"type": "array", "minItems": 4, "items": {"oneOf": [  # FizzBuzz-like: exactly one branch matches
