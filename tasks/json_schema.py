@@ -355,12 +355,10 @@ class _Compiler:
         if isinstance(node, dict) and isinstance(value, str) and not all(re.search(p, value)
                                                                          for p in node.get(PATTERNS, [])):
             return False
-        if isinstance(node, dict) and not all(self._validator.evolve(schema={"multipleOf": d}).is_valid(value)
-                                              for d in node.get(MULTIPLES, [])):
-            return False
-        if isinstance(node, dict) and _json_type(value) in ("integer", "number") and any(
-                self._validator.evolve(schema={"multipleOf": d}).is_valid(value) for d in node.get(NOT_MULTIPLES, [])):
-            return False
+        if isinstance(node, dict) and _json_type(value) in ("integer", "number"):  # as validators divide
+            multiple_of = lambda d: self._validator.evolve(schema={"multipleOf": d}).is_valid(value)  # noqa: E731
+            if not all(map(multiple_of, node.get(MULTIPLES, []))) or any(map(multiple_of, node.get(NOT_MULTIPLES, []))):
+                return False
         try:
             return self._validator.evolve(schema=node).is_valid(value)
         except Exception:  # an unresolvable reference or a malformed keyword: not a value we can vouch for
@@ -486,10 +484,10 @@ class _Compiler:
             member = {"not": sub} if covered or extra is True else {"allOf": [extra, {"not": sub}]}
             option = within("object", {"required": [name], "properties": {name: member}})
             if option is not None:  # the member's value meets the patterns that find its name too
-                found = [sub for pattern, sub in option.get("patternProperties", {}).items()
+                found = [schema for pattern, schema in option.get("patternProperties", {}).items()
                          if re.search(pattern, name)]
-                value = option["properties"][name]
-                self.resolve({"allOf": [value, *found]} if found else value, where, seen)
+                written = option["properties"][name]
+                self.resolve({"allOf": [written, *found]} if found else written, where, seen)
             return option
 
         options: list[dict | None] = []
@@ -1154,7 +1152,7 @@ class _Compiler:
         — each candidate is kept only if it validates against the whole schema. A number that must not be a multiple
         of some values (a folded `not`) is such a choice too, among multiples of d, or of 1 without multipleOf."""
         d = schema.get("multipleOf", 1)
-        if isinstance(d, bool) or not isinstance(d, (int, float)) or not d > 0 or math.isinf(d):
+        if not _positive_number(d):
             self.fail(f"{path}/multipleOf", f"'multipleOf' must be a positive number, got {d!r}")
         rest = {k: v for k, v in schema.items() if k != "multipleOf"}
         if d == 1 and not schema.keys() & {MULTIPLES, NOT_MULTIPLES}:

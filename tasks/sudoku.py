@@ -193,6 +193,9 @@ TIERS: dict[str, tuple[int, int, int, int]] = {
     "extreme": (17, 27, 3, 10**9),
 }
 
+# The mix of tiers in a training stream's pool of uniquely solvable puzzles (`SudokuStream(puzzle_fraction=...)`).
+TRAINING_TIERS = {"medium": 0.2, "hard": 0.5, "extreme": 0.3}
+
 
 @dataclass
 class Puzzle:
@@ -341,9 +344,6 @@ class SudokuStream:
     completion; a unique puzzle's target follows from its givens — the deduction the eval asks for.
     """
 
-    # the unique-puzzle pool's mix of tiers (share of the pool)
-    PUZZLE_TIERS = {"medium": 0.2, "hard": 0.5, "extreme": 0.3}
-
     def __init__(self, seed: int = 0, pool_size: int = 2048, puzzle_fraction: float = 0.0,
                  puzzle_pool_size: int = 2000, progress=None):
         if not 0.0 <= puzzle_fraction <= 1.0:
@@ -401,10 +401,10 @@ class SudokuStream:
 
 
 def training_puzzles(n: int, seed: int = 0, progress=None) -> tuple[np.ndarray, np.ndarray]:
-    """(solutions [n, 81], blank masks [n, 81]) of `n` uniquely solvable puzzles in `SudokuStream.PUZZLE_TIERS`
-    shares, from negative generator seeds: `generate_set` (every eval and held-out set) only uses seeds >= 0."""
+    """(solutions [n, 81], blank masks [n, 81]) of `n` uniquely solvable puzzles in `TRAINING_TIERS` shares, from
+    negative generator seeds: `generate_set` (every eval and held-out set) only uses seeds >= 0."""
     solutions, blanks = [], []
-    for tier, share in SudokuStream.PUZZLE_TIERS.items():
+    for tier, share in TRAINING_TIERS.items():
         for k in range(round(n * share)):
             p = generate(tier, -1 - (seed * 1_000_003 + k))
             solutions.append(p.solution)
