@@ -483,11 +483,8 @@ class _Compiler:
             extra = rest.get("additionalProperties", True)
             member = {"not": sub} if covered or extra is True else {"allOf": [extra, {"not": sub}]}
             option = within("object", {"required": [name], "properties": {name: member}})
-            if option is not None:  # the member's value meets the patterns that find its name too
-                found = [schema for pattern, schema in option.get("patternProperties", {}).items()
-                         if re.search(pattern, name)]
-                written = option["properties"][name]
-                self.resolve({"allOf": [written, *found]} if found else written, where, seen)
+            if option is not None:
+                self.resolve(option["properties"][name], where, seen)
             return option
 
         options: list[dict | None] = []
