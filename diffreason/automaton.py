@@ -74,15 +74,17 @@ class TokenAutomaton:
     def with_padding(self, pad: int) -> "TokenAutomaton":
         """Add a pad sink: any accepting state moves on `pad` to an accepting PAD state that only takes pads."""
         S = self.num_states
-        sources = torch.cat([self.accepting.nonzero().flatten(), torch.tensor([S])])
-        return TokenAutomaton.from_moves(
-            torch.cat([self.src, sources]), torch.cat([self.tok, torch.full_like(sources, pad)]),
-            torch.cat([self.dst, torch.full_like(sources, S)]), torch.cat([self.accepting, torch.tensor([True])]),
-            self.initial, self.vocab_size,
-        )
+        sources = np.append(np.flatnonzero(self.accepting.numpy()), S)
+        # the moves stay sorted by (source, token): each pad move goes where its key belongs (no new sort)
+        at = np.searchsorted(self._keys.numpy(), sources * self.vocab_size + pad)
+        src, tok, dst = (np.insert(t.numpy(), at, new) for t, new in
+                         ((self.src, sources), (self.tok, pad), (self.dst, S)))
+        return TokenAutomaton(torch.from_numpy(src), torch.from_numpy(tok), torch.from_numpy(dst),
+                              torch.cat([self.accepting, torch.tensor([True])]), self.initial, self.vocab_size)
 
     def step(self, state: int, token: int) -> int:
-        """The state after `token` from `state`, or -1 when there is no such move."""
+        """The state after `token` from `state`, or -1 when there is no such move (of a deterministic automaton:
+        a regex's; a composed one may have several, see `accepts`)."""
         keys = self._keys
         key = state * self.vocab_size + token
         i = int(torch.searchsorted(keys, key))
@@ -184,12 +186,16 @@ class TokenAutomaton:
         return tokens[::-1]
 
     def accepts(self, tokens) -> bool:
-        state = self.initial
+        """Does some path spell `tokens` (composed automata may be nondeterministic: the set of states is followed)?"""
+        keys, dst = self._keys, self.dst
+        states = {self.initial}
         for t in tokens:
-            state = self.step(state, int(t))
-            if state < 0:
+            wanted = torch.tensor([s * self.vocab_size + int(t) for s in states])
+            lo, hi = torch.searchsorted(keys, wanted), torch.searchsorted(keys, wanted, right=True)
+            states = {int(d) for a, b in zip(lo.tolist(), hi.tolist()) for d in dst[a:b].tolist()}
+            if not states:
                 return False
-        return bool(self.accepting[state])
+        return bool(self.accepting[list(states)].any())
 
 
 class _OutlinesTokenizer:
@@ -204,6 +210,7 @@ class _OutlinesTokenizer:
         }
         self.eos_token_id = tokenizer.eos_token_id
         self._vocabulary = None
+        self._encoded: dict[str, list[int]] = {}
         self._key = (tokenizer.name_or_path, len(self.vocabulary), tuple(sorted(self.vocabulary.items())[:50]))
 
     _cache: dict = {}
@@ -223,6 +230,14 @@ class _OutlinesTokenizer:
 
             self._vocabulary = Vocabulary.from_dict(reduced_vocabulary(self)[0])
         return self._vocabulary
+
+    def encode(self, text: str) -> list[int]:
+        """Token ids of `text` (a literal of a composed regex), memoised: member names recur across schemas."""
+        if text not in self._encoded:
+            backend = getattr(self.tokenizer, "backend_tokenizer", None)  # (skips transformers' per-call overhead)
+            self._encoded[text] = (backend.encode(text, add_special_tokens=False).ids if backend is not None
+                                   else self.tokenizer.encode(text, add_special_tokens=False))
+        return self._encoded[text]
 
     def convert_token_to_string(self, token: str) -> str:
         string = self.tokenizer.convert_tokens_to_string([token])
@@ -549,6 +564,17 @@ def _from_regex_cached(regex: str, tokenizer: _OutlinesTokenizer, intersections:
 
 
 def _from_regex(regex: str, tokenizer: _OutlinesTokenizer, intersections: Intersections = ()) -> TokenAutomaton:
+    from diffreason import composed
+
+    if composed.is_composite(regex):  # built from its parts' automata (see diffreason.composed)
+        def leaf(text: str) -> TokenAutomaton:
+            return _from_regex_cached(text, tokenizer, tuple((m, p) for m, p in intersections if m in text))
+
+        try:
+            moves = composed.compose(regex, leaf, tokenizer.encode, MAX_STATES)
+        except composed.CompositionTooLarge as exc:
+            raise AutomatonTooLarge(f"the automaton of regex {str(regex)[:80]!r}... has {exc}") from None
+        return TokenAutomaton.from_moves(*moves, len(tokenizer.tokenizer))
     try:
         index = _token_index(regex, tokenizer, intersections)
     except AutomatonTooLarge:

@@ -40,6 +40,7 @@ from typing import Any
 
 from diffreason.automaton import AutomatonTooLarge, BytesLRU, Complement, TokenAutomaton, matches_nothing
 from diffreason.canvas import CanvasTemplate
+from diffreason.composed import alt, group, lit, optional, repeat, seq
 from diffreason.errors import DiffreasonError, TemplateError
 from diffreason.tasks.json_pattern import (
     STRING_CHAR, PatternError, PatternLengthError, pattern_to_json_regex, searched_json_regex,
@@ -302,8 +303,12 @@ def _empty_bounds(schema: dict) -> bool:
     return False
 
 
+def _json_text(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+
 def _json_literal(value: Any) -> str:
-    return re.escape(json.dumps(value, separators=(",", ":"), ensure_ascii=False))
+    return re.escape(_json_text(value))
 
 
 class _Compiler:
@@ -788,7 +793,7 @@ class _Compiler:
                         limit = exc
                 if not options:
                     raise limit
-                return "(" + "|".join(f"({r})" for r, _ in options) + ")", max(n for _, n in options)
+                return alt([r for r, _ in options]), max(n for _, n in options)
         kind = schema.get("type")
         if isinstance(kind, list):
             # Keywords apply only to instances of their type: each branch keeps its own.
@@ -801,7 +806,7 @@ class _Compiler:
                                  | {"type": t}, path, seen)
                 for t in kind
             ]
-            return "(" + "|".join(f"({r})" for r, _ in options) + ")", max(n for _, n in options)
+            return alt([r for r, _ in options]), max(n for _, n in options)
         if kind is None:
             kind = self.infer_type(schema, path)
             if kind is None:  # only keywords that apply to every type (or none at all)
@@ -845,10 +850,11 @@ class _Compiler:
         if kind == "array":
             item_schemas, is_tuple = self.array_items(schema, path)
             if not item_schemas:
-                return r"\[\]", 2
+                return seq(lit("["), lit("]")), 2
             if is_tuple:  # exactly these items
                 parts = [self.value_regex(s, f"{path}/items/{i}", seen) for i, s in enumerate(item_schemas)]
-                return r"\[" + ",".join(f"({r})" for r, _ in parts) + r"\]", 2 + sum(n + 1 for _, n in parts)
+                items = [group(r) if i == 0 else seq(lit(","), group(r)) for i, (r, _) in enumerate(parts)]
+                return seq(lit("["), *items, lit("]")), 2 + sum(n + 1 for _, n in parts)
             lo = int(schema.get("minItems", 0))
             hi = min(int(schema.get("maxItems", max(lo, self.budget.array_items))), max(lo, self.budget.array_items))
             try:
@@ -856,15 +862,14 @@ class _Compiler:
             except (_DepthLimit, _NoValue):  # a member that cannot be written (depth limit, no value)
                 if lo > 0:
                     raise
-                return r"\[\]", 2
+                return seq(lit("["), lit("]")), 2
             if schema.get("uniqueItems") and hi > 1:
                 return self.unique_array_regex(schema, path, lo, hi, seen)
             # Without maxItems the count is free (the slot length bounds it): a star keeps the automaton small, where
             # a bounded repeat would copy the item's states once per possible item.
-            repeat = f"{{{max(0, lo - 1)},}}" if "maxItems" not in schema else f"{{{max(0, lo - 1)},{hi - 1}}}"
-            more = f"(,({item_regex})){repeat}"
-            body = f"({item_regex}){more}"
-            regex = rf"\[({body})\]" if lo >= 1 else rf"\[({body})?\]"
+            more = repeat(seq(lit(","), group(item_regex)), max(0, lo - 1), None if "maxItems" not in schema else hi - 1)
+            body = seq(group(item_regex), more)
+            regex = seq(lit("["), group(body) if lo >= 1 else optional(body), lit("]"))
             return regex, 2 + hi * (item_len + 1)
         if kind == "object":
             return self.object_regex(schema, path, seen)
@@ -1365,18 +1370,20 @@ class _Compiler:
                 if key in required:
                     raise
                 continue
-            members.append((key in required, f"{_json_literal(key)}:({r})", n + len(key) + 4))
+            members.append((key in required, _json_text(key) + ":", group(r), n + len(key) + 4))
         if not members:
             if schema.get("minProperties", 0) >= 1 and props:
                 self.fail(f"{path}/minProperties", "minProperties needs a member, and no declared one can be written")
             if schema.get("minProperties", 0) >= 1:  # a map that must not be empty
                 key, value, n = self.map_entry(schema, path, seen)
-                return r"\{" + f"{key}:({value})" + r"\}", n + 3
-            return r"\{\}", 2
+                return seq(lit("{"), key, lit(":"), group(value), lit("}")), n + 3
+            return seq(lit("{"), lit("}")), 2
         # With no required member the first one is emitted anyway: a sound subset that keeps commas linear
         # (the alternative, "any first member", makes the regex quadratic and the automaton explode).
-        regex = members[0][1] + "".join(f",{m}" if req else f"(,{m})?" for req, m, _ in members[1:])
-        return r"\{" + regex + r"\}", 2 + sum(n for _, _, n in members)
+        # literals as the JSON model's training canvases split them: '{', '"first":', value, ',"next":', value, ...
+        first = seq(lit(members[0][1]), members[0][2])
+        rest = [seq(lit("," + name), r) if req else optional(seq(lit("," + name), r)) for req, name, r, _ in members[1:]]
+        return seq(lit("{"), first, *rest, lit("}")), 2 + sum(n for *_, n in members)
 
     def extra_names(self, schema: dict, count: int, path: str) -> list[str]:
         """`count` member names beyond the declared ones that the object accepts (minProperties above the declared
@@ -1541,7 +1548,7 @@ class _Compiler:
                 continue
             except _TooComplex:
                 r, n = None, 0
-            member = f"(,{_json_literal(key)}:({r}))?"
+            member = optional(seq(lit("," + _json_text(key) + ":"), group(r)))
             limit = self.regex_limit(props[key], seen)
             if r is not None and len(member) <= limit:
                 parts.append(self.slot(member, n + len(key) + 4, f"{path}/properties/{key}", limit))

@@ -1,0 +1,205 @@
+"""Value regexes that remember how they were put together, and token automata composed from their parts.
+
+A JSON value's regex is mostly structure — braces, member names, commas, optional members, repeated items — around a
+few kinds of leaf values (strings, numbers, enums) that recur across members and schemas. Building the token automaton
+of a whole regex with outlines-core pays a subset construction over all of it, for every distinct regex (and each
+member name makes one distinct). Composing it from its leaves' automata, each built once and cached by its text, costs
+a few array concatenations.
+
+An `Rx` is a `str` (the regex text, exactly as the compiler writes it, so size limits and caches see no difference)
+that also holds its structure: literals, sequences, alternatives and repeats down to leaf regexes. The composed
+automaton accepts the same strings; each leaf keeps every tokenization of its own text, and literals are tokenized on
+their own — no token crosses a part's boundary, as in the fixed scaffold around slots and in the JSON model's training
+canvases, `diffreason.tasks.json_corpus`: "{", '"name":', the value, ',"next":', ...). Where parts begin alike (two optional members both start with ',') the
+automaton is nondeterministic: slot sets, the commit (Viterbi) and `accepts` work on such automata as they are.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+# ("leaf", text) | ("lit", raw text) | ("seq", parts) | ("alt", parts) | ("rep", part, lo, hi or None)
+Node = tuple
+
+
+class Rx(str):
+    """A regex's text plus its structure (`node`)."""
+
+    node: Node
+
+    def __new__(cls, text: str, node: Node) -> "Rx":
+        out = super().__new__(cls, text)
+        out.node = node
+        return out
+
+
+def node_of(regex: str) -> Node:
+    return regex.node if isinstance(regex, Rx) else ("leaf", str(regex))
+
+
+def lit(raw: str) -> Rx:
+    """The literal text `raw`."""
+    return Rx(re.escape(raw), ("lit", raw))
+
+
+def seq(*parts: str) -> Rx:
+    return Rx("".join(parts), ("seq", tuple(node_of(p) for p in parts)))
+
+
+def group(part: str) -> Rx:
+    """`(part)`: the same language, in parentheses."""
+    return Rx(f"({part})", node_of(part))
+
+
+def alt(parts: list[str]) -> Rx:
+    """`((a)|(b)|...)`."""
+    return Rx("(" + "|".join(f"({p})" for p in parts) + ")", ("alt", tuple(node_of(p) for p in parts)))
+
+
+def optional(part: str) -> Rx:
+    """`(part)?`."""
+    return Rx(f"({part})?", ("rep", node_of(part), 0, 1))
+
+
+def repeat(part: str, lo: int, hi: int | None) -> Rx:
+    """`(part){lo,hi}`, or `(part){lo,}` when hi is None."""
+    return Rx(f"({part}){{{lo},{'' if hi is None else hi}}}", ("rep", node_of(part), lo, hi))
+
+
+def is_composite(regex: str) -> bool:
+    return isinstance(regex, Rx) and regex.node[0] != "leaf"
+
+
+@dataclass
+class _Nfa:
+    """Moves (source, token, target) over states 0..len(accepting)-1, without epsilon moves."""
+
+    src: np.ndarray
+    tok: np.ndarray
+    dst: np.ndarray
+    accepting: np.ndarray
+    initial: int
+
+    @property
+    def size(self) -> int:
+        return self.accepting.size
+
+
+_EMPTY_MOVES = np.zeros(0, dtype=np.int64)
+
+
+def _chain(tokens: list[int]) -> _Nfa:
+    n = len(tokens)
+    accepting = np.zeros(n + 1, dtype=bool)
+    accepting[n] = True
+    states = np.arange(n, dtype=np.int64)
+    return _Nfa(states, np.asarray(tokens, dtype=np.int64), states + 1, accepting, 0)
+
+
+def _concat(parts: list[_Nfa]) -> _Nfa:
+    """The parts one after another: every state where the prefix may end takes the next part's first moves. A part's
+    initial state that no move enters is left behind (unreachable), so it does not carry ends forward."""
+    src, tok, dst, accepting = [], [], [], []
+    ends = None  # states (global numbers) where the parts so far may end
+    offset = 0
+    for part in parts:
+        first = part.src == part.initial
+        if ends is not None:
+            src.append(np.repeat(ends, int(first.sum())))
+            tok.append(np.tile(part.tok[first], ends.size))
+            dst.append(np.tile(part.dst[first] + offset, ends.size))
+        src.append(part.src + offset)
+        tok.append(part.tok)
+        dst.append(part.dst + offset)
+        accepting.append(np.zeros(part.size, dtype=bool))
+        own = np.flatnonzero(part.accepting)
+        if ends is not None and not (part.dst == part.initial).any():
+            own = own[own != part.initial]  # reached only through the moves copied above
+        own = own + offset
+        ends = own if ends is None else np.concatenate([own, ends] if part.accepting[part.initial] else [own])
+        offset += part.size
+    accepting = np.concatenate(accepting)
+    accepting[ends] = True
+    return _Nfa(np.concatenate(src), np.concatenate(tok), np.concatenate(dst), accepting, parts[0].initial)
+
+
+def _union(parts: list[_Nfa]) -> _Nfa:
+    """A new initial state that takes every part's first moves."""
+    src, tok, dst, accepting = [], [], [], [np.array([any(p.accepting[p.initial] for p in parts)])]
+    offset = 1
+    for part in parts:
+        first = part.src == part.initial
+        src += [np.zeros(int(first.sum()), dtype=np.int64), part.src + offset]
+        tok += [part.tok[first], part.tok]
+        dst += [part.dst[first] + offset, part.dst + offset]
+        accepting.append(part.accepting)
+        offset += part.size
+    return _Nfa(np.concatenate(src), np.concatenate(tok), np.concatenate(dst), np.concatenate(accepting), 0)
+
+
+def _star(part: _Nfa) -> _Nfa:
+    """Zero or more times: every end of the part also takes its first moves again."""
+    first = part.src == part.initial
+    ends = np.flatnonzero(part.accepting)
+    looped = _Nfa(
+        np.concatenate([part.src, np.repeat(ends, int(first.sum()))]),
+        np.concatenate([part.tok, np.tile(part.tok[first], ends.size)]),
+        np.concatenate([part.dst, np.tile(part.dst[first], ends.size)]),
+        part.accepting, part.initial,
+    )
+    return _union([looped, _chain([])])
+
+
+class CompositionTooLarge(Exception):
+    pass
+
+
+def compose(regex: Rx, leaf, encode, max_states: int):
+    """(src, tok, dst, accepting, initial) of the automaton of `regex`, from `leaf(text)` (a TokenAutomaton, unpadded)
+    for its leaf regexes and `encode(text)` (token ids) for its literals. Raises CompositionTooLarge past
+    `max_states` states."""
+    built: dict[str, _Nfa] = {}  # the same leaf twice in one regex: its arrays once
+
+    def states(n: _Nfa) -> _Nfa:
+        if n.size > max_states:
+            raise CompositionTooLarge(f"more than {max_states} states")
+        return n
+
+    def build(node: Node) -> _Nfa:
+        kind = node[0]
+        if kind == "leaf":
+            if node[1] not in built:
+                a = leaf(node[1])
+                built[node[1]] = _Nfa(a.src.numpy(), a.tok.numpy(), a.dst.numpy(), a.accepting.numpy(), a.initial)
+            return built[node[1]]
+        if kind == "lit":
+            return _chain(encode(node[1]))
+        if kind == "alt":
+            return states(_union([build(p) for p in node[1]]))
+        if kind == "rep":
+            _, part, lo, hi = node
+            one = build(part)
+            optional_one = _union([one, _chain([])])
+            parts = [one] * lo + ([_star(one)] if hi is None else [optional_one] * (hi - lo))
+            return states(_concat(parts)) if parts else _chain([])
+        # seq: each literal is tokenized on its own, as the compiler split them (as the JSON model's training
+        # canvases split them: "{", then each '"name":' / ',"name":', then "}")
+        parts = [build(p) for p in _flatten(node[1])]
+        return states(_concat(parts)) if parts else _chain([])
+
+    # (parts' initial states that composition left behind stay, unreachable: slot sets and the commit only follow
+    # live states, and a pass to drop them would cost more than they do)
+    nfa = build(regex.node)
+    return (torch.from_numpy(nfa.src), torch.from_numpy(nfa.tok), torch.from_numpy(nfa.dst),
+            torch.from_numpy(nfa.accepting), nfa.initial)
+
+
+def _flatten(parts: tuple) -> list[Node]:
+    out = []
+    for p in parts:
+        out += _flatten(p[1]) if p[0] == "seq" else [p]
+    return out
