@@ -232,7 +232,7 @@ class _OutlinesTokenizer:
         return self._vocabulary
 
     def encode(self, text: str) -> list[int]:
-        """Token ids of `text` (a literal of a composed regex), memoised: member names recur across schemas."""
+        """Token ids of `text` (a literal), memoised: member names recur across schemas."""
         if text not in self._encoded:
             backend = getattr(self.tokenizer, "backend_tokenizer", None)  # (skips transformers' per-call overhead)
             self._encoded[text] = (backend.encode(text, add_special_tokens=False).ids if backend is not None
@@ -249,6 +249,12 @@ class _OutlinesTokenizer:
 
     def __eq__(self, other):
         return isinstance(other, _OutlinesTokenizer) and self.tokenizer is other.tokenizer
+
+
+def token_ids(tokenizer, text: str) -> list[int]:
+    """`tokenizer.encode(text, add_special_tokens=False)`, memoised per tokenizer (a compiler encodes the same member
+    names and braces over and over)."""
+    return _OutlinesTokenizer.wrap(tokenizer).encode(text)
 
 
 def _state_key(state):

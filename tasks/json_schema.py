@@ -38,7 +38,7 @@ from dataclasses import astuple, dataclass
 from pathlib import Path
 from typing import Any
 
-from diffreason.automaton import AutomatonTooLarge, BytesLRU, Complement, TokenAutomaton, matches_nothing
+from diffreason.automaton import AutomatonTooLarge, BytesLRU, Complement, TokenAutomaton, matches_nothing, token_ids
 from diffreason.canvas import CanvasTemplate
 from diffreason.composed import alt, group, lit, optional, repeat, seq
 from diffreason.errors import DiffreasonError, TemplateError
@@ -728,7 +728,7 @@ class _Compiler:
                 out[key] = merged
 
     def text(self, s: str) -> CanvasTemplate:
-        return CanvasTemplate.from_positions(self.vocab, self.tokenizer.encode(s, add_special_tokens=False))
+        return CanvasTemplate(self.vocab, token_ids(self.tokenizer, s))  # every position fixed
 
     def regex_limit(self, schema: Any, seen: tuple) -> int:
         """The longest regex a slot may hold for `schema`: an enum / const is an alternation of literals, whose
