@@ -17,6 +17,7 @@ full matches:
 
 from __future__ import annotations
 
+import functools
 import re
 
 try:  # Python >= 3.11 names it re._parser; before, sre_parse
@@ -198,6 +199,11 @@ def pattern_to_json_regex(pattern: str, min_length: int = 0, max_length: float =
     the regex matches exactly the pattern's full matches (what a complement, `not pattern`, needs)."""
     if not isinstance(pattern, str):
         raise PatternError(f"a pattern must be a string, got {type(pattern).__name__}")
+    return _pattern_to_json_regex(pattern, min_length, max_length, exact)
+
+
+@functools.lru_cache(maxsize=4096)  # schemas repeat patterns, and the compiler asks again for values it has seen
+def _pattern_to_json_regex(pattern: str, min_length, max_length, exact: bool) -> str:
     try:
         parsed = parser.parse(pattern)
     except re.error as exc:

@@ -322,6 +322,7 @@ class _Compiler:
         self.fixed: list[str] = []  # choices the template makes for the model (see `template`)
         self.forced = 0  # how many members / items written for the model enclose the current value
         self.intersections: dict[tuple[str, ...], str] = {}  # regexes that must all hold → their placeholder
+        self._regexes: dict = {}  # value_regex's memo
 
     def intersect(self, *regexes: str) -> str:
         """A stand-in for the strings all `regexes` match (regex syntax has no intersection): a placeholder character
@@ -763,7 +764,23 @@ class _Compiler:
 
     def value_regex(self, schema: Any, path: str, seen: tuple = ()) -> tuple[str, int]:
         """(regex, length budget in tokens) of any value of `schema`. Stops early once the regex is longer than any
-        slot takes: nested anyOf over recursive objects would otherwise grow it exponentially."""
+        slot takes: nested anyOf over recursive objects would otherwise grow it exponentially.
+
+        Memoised per (schema object, path, seen): the template walk asks again for values it has seen (an optional
+        member's, then its object's), three times per value on jsonschemabench. The entry keeps the schema alive, so
+        its id is not reused."""
+        key = (id(schema), path, seen)
+        if key not in self._regexes:
+            try:
+                self._regexes[key] = (schema, self._bounded_value_regex(schema, path, seen), None)
+            except SchemaError as exc:
+                self._regexes[key] = (schema, None, exc)
+        _, result, error = self._regexes[key]
+        if error is not None:
+            raise error
+        return result
+
+    def _bounded_value_regex(self, schema: Any, path: str, seen: tuple) -> tuple[str, int]:
         regex, length = self._value_regex(schema, path, seen)
         if self.regex_size(regex) > 10 * self.budget.max_regex:
             raise _TooComplex(f"value too complex for one slot ({self.regex_size(regex)}-character regex) "
