@@ -1,6 +1,8 @@
 """Token automata for fixed-length canvas slots.
 
-A regular language (a regex; outlines turns JSON Schemas into regexes) becomes a token-level DFA with outlines-core.
+A regular language (a regex; outlines turns JSON Schemas into regexes) becomes a token-level DFA with outlines-core,
+or, for a regex that keeps its structure (`diffreason.composed.Rx`), an automaton composed from its parts' DFAs
+(nondeterministic where parts begin alike; everything below works on either).
 On a diffusion canvas a value occupies a *fixed-length slot*: `length` positions, the value followed by pad tokens
 (which decoding removes). For such a slot this module derives
 

@@ -17,7 +17,9 @@ automaton is nondeterministic: slot sets, the commit (Viterbi) and `accepts` wor
 from __future__ import annotations
 
 import re
+import weakref
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 import torch
@@ -88,8 +90,16 @@ class _Nfa:
     def size(self) -> int:
         return self.accepting.size
 
+    @cached_property
+    def first(self) -> tuple[np.ndarray, np.ndarray]:
+        """(tokens, targets) of the moves out of the initial state."""
+        out = self.src == self.initial
+        return self.tok[out], self.dst[out]
 
-_EMPTY_MOVES = np.zeros(0, dtype=np.int64)
+    @cached_property
+    def reentered(self) -> bool:
+        """Does some move lead back into the initial state?"""
+        return bool((self.dst == self.initial).any())
 
 
 def _chain(tokens: list[int]) -> _Nfa:
@@ -107,17 +117,17 @@ def _concat(parts: list[_Nfa]) -> _Nfa:
     ends = None  # states (global numbers) where the parts so far may end
     offset = 0
     for part in parts:
-        first = part.src == part.initial
+        first_tok, first_dst = part.first
         if ends is not None:
-            src.append(np.repeat(ends, int(first.sum())))
-            tok.append(np.tile(part.tok[first], ends.size))
-            dst.append(np.tile(part.dst[first] + offset, ends.size))
+            src.append(np.repeat(ends, first_tok.size))
+            tok.append(np.tile(first_tok, ends.size))
+            dst.append(np.tile(first_dst + offset, ends.size))
         src.append(part.src + offset)
         tok.append(part.tok)
         dst.append(part.dst + offset)
         accepting.append(np.zeros(part.size, dtype=bool))
         own = np.flatnonzero(part.accepting)
-        if ends is not None and not (part.dst == part.initial).any():
+        if ends is not None and not part.reentered:
             own = own[own != part.initial]  # reached only through the moves copied above
         own = own + offset
         ends = own if ends is None else np.concatenate([own, ends] if part.accepting[part.initial] else [own])
@@ -132,10 +142,10 @@ def _union(parts: list[_Nfa]) -> _Nfa:
     src, tok, dst, accepting = [], [], [], [np.array([any(p.accepting[p.initial] for p in parts)])]
     offset = 1
     for part in parts:
-        first = part.src == part.initial
-        src += [np.zeros(int(first.sum()), dtype=np.int64), part.src + offset]
-        tok += [part.tok[first], part.tok]
-        dst += [part.dst[first] + offset, part.dst + offset]
+        first_tok, first_dst = part.first
+        src += [np.zeros(first_tok.size, dtype=np.int64), part.src + offset]
+        tok += [first_tok, part.tok]
+        dst += [first_dst + offset, part.dst + offset]
         accepting.append(part.accepting)
         offset += part.size
     return _Nfa(np.concatenate(src), np.concatenate(tok), np.concatenate(dst), np.concatenate(accepting), 0)
@@ -143,15 +153,19 @@ def _union(parts: list[_Nfa]) -> _Nfa:
 
 def _star(part: _Nfa) -> _Nfa:
     """Zero or more times: every end of the part also takes its first moves again."""
-    first = part.src == part.initial
+    first_tok, first_dst = part.first
     ends = np.flatnonzero(part.accepting)
     looped = _Nfa(
-        np.concatenate([part.src, np.repeat(ends, int(first.sum()))]),
-        np.concatenate([part.tok, np.tile(part.tok[first], ends.size)]),
-        np.concatenate([part.dst, np.tile(part.dst[first], ends.size)]),
+        np.concatenate([part.src, np.repeat(ends, first_tok.size)]),
+        np.concatenate([part.tok, np.tile(first_tok, ends.size)]),
+        np.concatenate([part.dst, np.tile(first_dst, ends.size)]),
         part.accepting, part.initial,
     )
     return _union([looped, _chain([])])
+
+
+# Leaf automata as composition takes them (their first moves found once), for as long as the automaton is cached.
+_LEAVES: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 
 
 class CompositionTooLarge(Exception):
@@ -162,8 +176,6 @@ def compose(regex: Rx, leaf, encode, max_states: int):
     """(src, tok, dst, accepting, initial) of the automaton of `regex`, from `leaf(text)` (a TokenAutomaton, unpadded)
     for its leaf regexes and `encode(text)` (token ids) for its literals. Raises CompositionTooLarge past
     `max_states` states."""
-    built: dict[str, _Nfa] = {}  # the same leaf twice in one regex: its arrays once
-
     def states(n: _Nfa) -> _Nfa:
         if n.size > max_states:
             raise CompositionTooLarge(f"more than {max_states} states")
@@ -172,10 +184,10 @@ def compose(regex: Rx, leaf, encode, max_states: int):
     def build(node: Node) -> _Nfa:
         kind = node[0]
         if kind == "leaf":
-            if node[1] not in built:
-                a = leaf(node[1])
-                built[node[1]] = _Nfa(a.src.numpy(), a.tok.numpy(), a.dst.numpy(), a.accepting.numpy(), a.initial)
-            return built[node[1]]
+            a = leaf(node[1])
+            if a not in _LEAVES:
+                _LEAVES[a] = _Nfa(a.src.numpy(), a.tok.numpy(), a.dst.numpy(), a.accepting.numpy(), a.initial)
+            return _LEAVES[a]
         if kind == "lit":
             return _chain(encode(node[1]))
         if kind == "alt":

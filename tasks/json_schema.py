@@ -2,9 +2,11 @@
 
 The scaffold — braces, keys, quotes, colons, commas of required properties — is fixed; every value is a fixed-length
 *slot* (see `diffreason.automaton`): outlines-core turns the value's schema into a regex, the regex into a token
-automaton, and the automaton gives per-position allowed sets plus a constrained commit. Values end early with pad
-tokens, which decoding removes. Optional properties, enums, booleans, anyOf/oneOf branches and array lengths are
-choices inside a slot's language, so the model makes them.
+automaton, and the automaton gives per-position allowed sets plus a constrained commit. A structured value's regex
+(objects, arrays, optional members, alternatives) keeps its parts (`diffreason.composed`) and its automaton is
+composed from theirs: each leaf (a string, number, enum) is built once and shared across members and schemas.
+Values end early with pad tokens, which decoding removes. Optional properties, enums, booleans, anyOf/oneOf branches
+and array lengths are choices inside a slot's language, so the model makes them.
 
 What outlines' regexes cannot express is added here: integer bounds (exact digit-range regexes), number bounds (a
 sound subset), multipleOf (integers, or a choice among multiples that the validator's float division accepts), type

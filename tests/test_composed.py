@@ -1,0 +1,89 @@
+"""Token automata composed from a regex's parts (diffreason.composed): the same language as the regex text."""
+
+import itertools
+import json
+import re
+
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from diffreason.automaton import TokenAutomaton
+from diffreason.canvas import CanvasTemplate
+from diffreason.composed import Rx, alt, group, is_composite, lit, optional, repeat, seq
+from diffreason.tokenizer import train_byte_bpe
+
+BYTES = train_byte_bpe(vocab_size=200)  # no merges: every string has exactly one tokenization
+TOK = train_byte_bpe()  # merges, as real tokenizers have
+ALPHABET = "ab,"
+STRINGS = ["".join(p) for n in range(6) for p in itertools.product(ALPHABET, repeat=n)]
+
+LEAVES = st.sampled_from(["a", "b*", "(a|b)", "a?b", "[ab]{1,2}", ",?"])
+LITERALS = st.sampled_from([",", "ab", "a,", ""]).map(lit)
+
+
+def _repeat(args):
+    part, lo, extra = args
+    return repeat(part, lo, None if extra is None else lo + extra)
+
+
+REGEXES = st.recursive(
+    LEAVES | LITERALS,
+    lambda parts: st.one_of(
+        st.lists(parts, min_size=1, max_size=3).map(lambda ps: seq(*ps)),
+        st.lists(parts, min_size=1, max_size=3).map(alt),
+        parts.map(optional),
+        parts.map(group),
+        st.tuples(parts, st.integers(0, 2), st.none() | st.integers(0, 2)).map(_repeat),
+    ),
+    max_leaves=6,
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(REGEXES)
+def test_composed_automaton_accepts_exactly_the_strings_of_its_regex(regex):
+    """Exhaustively over all strings of up to five characters: with one tokenization per string, the composed
+    automaton's token language is the regex text's language."""
+    automaton = TokenAutomaton.from_regex(regex, BYTES)
+    for s in STRINGS:
+        assert automaton.accepts(BYTES.encode(s, add_special_tokens=False)) == bool(re.fullmatch(regex, s)), (
+            str(regex), s)
+
+
+def test_rx_text_is_the_regex_the_compiler_wrote():
+    member = optional(seq(lit(',"name":'), group(r'"[a-z]{0,3}"')))
+    assert str(member) == r'(,"name":("[a-z]{0,3}"))?' and is_composite(member)
+    items = repeat(seq(lit(","), group("[0-9]")), 0, None)
+    assert str(seq(lit("["), optional(seq(group("[0-9]"), items)), lit("]"))) == r"\[(([0-9])(,([0-9])){0,})?\]"
+    assert str(alt(["true", "null"])) == "((true)|(null))"
+    assert not is_composite("[0-9]") and not is_composite(Rx("x", ("leaf", "x")))
+
+
+def test_slot_of_a_composed_regex_commits_valid_json_whatever_the_scores():
+    """Nondeterministic where optional members begin alike (each starts with ','): slot sets and the Viterbi
+    commit work on it, and every commit spells a string of the regex."""
+    value = r'"[a-z]{0,4}"'
+    members = [optional(seq(lit(f',"{k}":'), group(value))) for k in ("a", "b", "c")]
+    regex = seq(lit("{"), lit('"id":'), group("[0-9]{1,3}"), *members, lit("}"))
+    slot = CanvasTemplate.from_regex(regex, TOK, 40)
+    automaton = slot.slots[0].automaton
+    for seed in range(12):
+        lp = torch.randn((40, len(TOK)), generator=torch.Generator().manual_seed(seed)).log_softmax(-1)
+        path = automaton.best_path(lp, slot.slots[0].backward)
+        assert automaton.accepts(path) and not slot.violations(path)
+        text = TOK.decode([t for t in path if t != TOK.pad_token_id])
+        assert re.fullmatch(regex, text), text
+        assert set(json.loads(text)) <= {"id", "a", "b", "c"}
+
+
+def test_literals_are_tokenized_on_their_own():
+    """A literal keeps the tokenizer's own spelling of it; a token spanning a literal and a value (which this
+    tokenizer, trained on such objects, uses for the whole text) is not a path."""
+    tok = train_byte_bpe(['{"name":"Ada"}'] * 20, vocab_size=300)
+    regex = seq(lit('{"name":'), group('"(Ada|Bo)"'), lit("}"))
+    automaton = TokenAutomaton.from_regex(regex, tok)
+    apart = [t for piece in ('{"name":', '"Ada"', "}") for t in tok.encode(piece, add_special_tokens=False)]
+    whole = tok.encode('{"name":"Ada"}', add_special_tokens=False)
+    assert whole != apart  # (the tokenizer merges across the boundaries)
+    assert automaton.accepts(apart) and not automaton.accepts(whole)
