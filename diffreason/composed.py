@@ -195,8 +195,7 @@ def compose(regex: Rx, leaf, encode, max_states: int):
         if kind == "rep":
             _, part, lo, hi = node
             one = build(part)
-            optional_one = _union([one, _chain([])])
-            parts = [one] * lo + ([_star(one)] if hi is None else [optional_one] * (hi - lo))
+            parts = [one] * lo + ([_star(one)] if hi is None else [_union([one, _chain([])])] * (hi - lo))
             return states(_concat(parts)) if parts else _chain([])
         # seq: each literal is tokenized on its own, as the compiler split them (as the JSON model's training
         # canvases split them: "{", then each '"name":' / ',"name":', then "}")
