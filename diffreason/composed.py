@@ -8,10 +8,11 @@ a few array concatenations.
 
 An `Rx` is a `str` (the regex text, exactly as the compiler writes it, so size limits and caches see no difference)
 that also holds its structure: literals, sequences, alternatives and repeats down to leaf regexes. The composed
-automaton accepts the same strings; each leaf keeps every tokenization of its own text, and literals are tokenized on
-their own — no token crosses a part's boundary, as in the fixed scaffold around slots and in the JSON model's training
-canvases, `diffreason.tasks.json_corpus`: "{", '"name":', the value, ',"next":', ...). Where parts begin alike (two optional members both start with ',') the
-automaton is nondeterministic: slot sets, the commit (Viterbi) and `accepts` work on such automata as they are.
+automaton accepts the same strings. Each leaf keeps every tokenization of its own text; each literal is tokenized on
+its own, so no token crosses a part's boundary — as in the fixed scaffold around slots, and as the JSON model's
+training canvases are tokenized (`diffreason.tasks.json_corpus`: "{", '"name":', the value, ',"next":', ...). Where
+parts begin alike (two optional members both start with ',') the automaton is nondeterministic: slot sets, the commit
+(Viterbi) and `accepts` work on such automata as they are.
 """
 
 from __future__ import annotations
@@ -169,7 +170,7 @@ _LEAVES: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 
 
 class CompositionTooLarge(Exception):
-    pass
+    """The composed automaton would pass its state limit (the caller reports it as a value too complex for a slot)."""
 
 
 def compose(regex: Rx, leaf, encode, max_states: int):
