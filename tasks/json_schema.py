@@ -886,8 +886,8 @@ class _Compiler:
                 return self.unique_array_regex(schema, path, lo, hi, seen)
             # Without maxItems the count is free (the slot length bounds it): a star keeps the automaton small, where
             # a bounded repeat would copy the item's states once per possible item.
-            more = repeat(seq(lit(","), group(item_regex)), max(0, lo - 1), None if "maxItems" not in schema else hi - 1)
-            body = seq(group(item_regex), more)
+            most = None if "maxItems" not in schema else hi - 1
+            body = seq(group(item_regex), repeat(seq(lit(","), group(item_regex)), max(0, lo - 1), most))
             regex = seq(lit("["), group(body) if lo >= 1 else optional(body), lit("]"))
             return regex, 2 + hi * (item_len + 1)
         if kind == "object":
@@ -1400,9 +1400,11 @@ class _Compiler:
         # With no required member the first one is emitted anyway: a sound subset that keeps commas linear
         # (the alternative, "any first member", makes the regex quadratic and the automaton explode).
         # literals as the JSON model's training canvases split them: '{', '"first":', value, ',"next":', value, ...
-        first = seq(lit(members[0][1]), members[0][2])
-        rest = [seq(lit("," + name), r) if req else optional(seq(lit("," + name), r)) for req, name, r, _ in members[1:]]
-        return seq(lit("{"), first, *rest, lit("}")), 2 + sum(n for *_, n in members)
+        parts = [lit("{"), lit(members[0][1]), members[0][2]]
+        for required_member, name, value, _ in members[1:]:
+            member = seq(lit("," + name), value)
+            parts.append(member if required_member else optional(member))
+        return seq(*parts, lit("}")), 2 + sum(n for *_, n in members)
 
     def extra_names(self, schema: dict, count: int, path: str) -> list[str]:
         """`count` member names beyond the declared ones that the object accepts (minProperties above the declared
@@ -1567,9 +1569,8 @@ class _Compiler:
                 continue
             except _TooComplex:
                 r, n = None, 0
-            member = optional(seq(lit("," + _json_text(key) + ":"), group(r)))
             limit = self.regex_limit(props[key], seen)
-            if r is not None and len(member) <= limit:
+            if r is not None and len(member := optional(seq(lit("," + _json_text(key) + ":"), group(r)))) <= limit:
                 parts.append(self.slot(member, n + len(key) + 4, f"{path}/properties/{key}", limit))
                 continue
             # Too complex to be a choice inside one slot: written always, with its own scaffold — unless we are
