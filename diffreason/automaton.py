@@ -212,7 +212,7 @@ class _OutlinesTokenizer:
         }
         self.eos_token_id = tokenizer.eos_token_id
         self._vocabulary = None
-        self._encoded: dict[str, list[int]] = {}
+        self._encoded: dict[str, tuple[int, ...]] = {}
         self._key = (tokenizer.name_or_path, len(self.vocabulary), tuple(sorted(self.vocabulary.items())[:50]))
 
     _cache: dict = {}
@@ -233,12 +233,12 @@ class _OutlinesTokenizer:
             self._vocabulary = Vocabulary.from_dict(reduced_vocabulary(self)[0])
         return self._vocabulary
 
-    def encode(self, text: str) -> list[int]:
-        """Token ids of `text` (a literal), memoised: member names recur across schemas."""
+    def encode(self, text: str) -> tuple[int, ...]:
+        """Token ids of `text` (a literal), memoised (a tuple: callers share it): member names recur across schemas."""
         if text not in self._encoded:
             backend = getattr(self.tokenizer, "backend_tokenizer", None)  # (skips transformers' per-call overhead)
-            self._encoded[text] = (backend.encode(text, add_special_tokens=False).ids if backend is not None
-                                   else self.tokenizer.encode(text, add_special_tokens=False))
+            self._encoded[text] = tuple(backend.encode(text, add_special_tokens=False).ids if backend is not None
+                                        else self.tokenizer.encode(text, add_special_tokens=False))
         return self._encoded[text]
 
     def convert_token_to_string(self, token: str) -> str:
@@ -253,7 +253,7 @@ class _OutlinesTokenizer:
         return isinstance(other, _OutlinesTokenizer) and self.tokenizer is other.tokenizer
 
 
-def token_ids(tokenizer, text: str) -> list[int]:
+def token_ids(tokenizer, text: str) -> tuple[int, ...]:
     """`tokenizer.encode(text, add_special_tokens=False)`, memoised per tokenizer (a compiler encodes the same member
     names and braces over and over)."""
     return _OutlinesTokenizer.wrap(tokenizer).encode(text)
