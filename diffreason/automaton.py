@@ -70,7 +70,9 @@ class TokenAutomaton:
     def from_moves(cls, src, tok, dst, accepting: torch.Tensor, initial: int, vocab_size: int) -> "TokenAutomaton":
         """From unsorted moves; states are 0..len(accepting)-1."""
         src, tok, dst = (np.asarray(x, dtype=np.int64) for x in (src, tok, dst))
-        order = np.argsort(src * vocab_size + tok)  # numpy: torch's per-call overhead dominated on these sizes
+        # numpy, not torch: torch's per-call overhead dominated on these sizes. Stable (timsort): composed moves come
+        # as a few runs already sorted (each part's), which it merges in linear time
+        order = np.argsort(src * vocab_size + tok, kind="stable")
         return cls(*(torch.from_numpy(x[order]) for x in (src, tok, dst)), accepting, initial, vocab_size)
 
     def with_padding(self, pad: int) -> "TokenAutomaton":
@@ -109,8 +111,16 @@ class TokenAutomaton:
 
         S = self.num_states
         src, tok, dst = (t.numpy() for t in self.edges)
-        pairs, inverse = np.unique(src * S + dst, return_inverse=True)
-        # a deterministic automaton has one move per (source, token), so no (pair, token) entry repeats
+        keys = src * S + dst
+        if S * S <= 8 * keys.size + 2**16:  # a table over all pairs is cheaper than sorting the moves
+            used = np.bincount(keys, minlength=S * S) > 0
+            pairs = np.flatnonzero(used)
+            number = np.zeros(S * S, dtype=np.int64)
+            number[pairs] = np.arange(pairs.size)
+            inverse = number[keys]
+        else:
+            pairs, inverse = np.unique(keys, return_inverse=True)
+        # (a composed automaton may repeat a (pair, token) entry; the sparse matrix sums it, and only > 0 matters)
         tokens = scipy.sparse.csr_matrix((np.ones(tok.size, np.float32), (inverse, tok)),
                                          shape=(pairs.size, self.vocab_size))
         return pairs // S, pairs % S, tokens

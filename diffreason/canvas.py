@@ -17,7 +17,8 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 import torch
 
-from diffreason.automaton import BytesLRU, TokenAutomaton
+from diffreason.automaton import BytesLRU, TokenAutomaton, _OutlinesTokenizer
+from diffreason.composed import optional_prefixed
 from diffreason.errors import TemplateError
 
 ANY = -1  # mask_index of an unrestricted free position
@@ -368,6 +369,11 @@ def _regex_slot(regex: str, tokenizer, length: int, intersections=()) -> CanvasT
 
 
 def _build_regex_slot(regex: str, tokenizer, length: int, intersections=()) -> CanvasTemplate:
+    member = optional_prefixed(regex)
+    if member is not None:
+        template = _optional_prefixed_slot(*member, tokenizer, length, intersections)
+        if template is not None:
+            return template
     automaton = TokenAutomaton.from_regex(regex, tokenizer, intersections).with_padding(tokenizer.pad_token_id)
     allowed, _, backward = automaton.slot_sets(length)
     # equal allowed sets share one mask, numbered by first appearance (hashing packed rows is cheaper than
@@ -381,3 +387,43 @@ def _build_regex_slot(regex: str, tokenizer, length: int, intersections=()) -> C
     index = torch.tensor(index)
     slot = Slot(0, length, automaton, backward)
     return CanvasTemplate(len(tokenizer), torch.full((length,), FREE), index, masks, slots=[slot])
+
+
+def _optional_prefixed_slot(literal: str, rest: str, tokenizer, length: int, intersections=()) -> CanvasTemplate | None:
+    """The slot of `(literal rest)?` (an optional member `,"name":value`) from the slot of `rest` alone, which is
+    cached and shared by every member, here or in other schemas, whose value has the same regex and length: the
+    member's own part is its literal's tokens in front, and the all-pad path of leaving it out. Same language, same
+    allowed sets and the same commit as composing the whole regex, without building one automaton per member name.
+    None when `rest` does not fit what is left (the composed automaton handles that: only pads)."""
+    ids = list(_OutlinesTokenizer.wrap(tokenizer).encode(literal))
+    m, pad = len(ids), tokenizer.pad_token_id
+    if not 0 < m < length:
+        return None
+    try:
+        inner = _regex_slot(rest, tokenizer, length - m, tuple(x for x in intersections if x[0] in rest))
+    except TemplateError:
+        return None
+    value = inner.slots[0]
+    a = value.automaton  # padded: its last state is the pad sink, which only takes pads
+    S, V = a.num_states, a.vocab_size
+    # states: 0 = start (accepting: the member left out), 1..m-1 = inside the literal, m + s = the value's state s
+    first = sorted([(ids[0], m + a.initial if m == 1 else 1), (pad, m + S - 1)])
+    chain = [(j, ids[j], m + a.initial if j == m - 1 else j + 1) for j in range(1, m)]
+    head = [(0, t, d) for t, d in first] + chain
+    src, tok, dst = (torch.cat([torch.tensor([h[i] for h in head], dtype=torch.long), x])
+                     for i, x in enumerate((a.src + m, a.tok, a.dst + m)))
+    accepting = torch.cat([torch.tensor([True] + [False] * (m - 1)), a.accepting])
+    automaton = TokenAutomaton(src, tok, dst, accepting, 0, V)  # sorted by (source, token), as the value's moves were
+    # backward[k, s]: acceptance reachable from s in exactly length - k tokens, where s can be at position k
+    backward = torch.zeros((length + 1, m + S), dtype=torch.bool)
+    backward[:, 0] = True  # pads all the way
+    backward[torch.arange(1, m), torch.arange(1, m)] = True  # inside the literal: the value fits what is left
+    backward[m:, m:] = value.backward
+    backward[:, m + S - 1] = True
+    masks = torch.zeros((m, V), dtype=torch.bool)
+    masks[torch.arange(m), torch.tensor(ids)] = True
+    masks = torch.cat([masks, inner.masks])
+    masks[:, pad] = True
+    mask_index = torch.cat([torch.arange(m), inner.mask_index + m])
+    return CanvasTemplate(V, torch.full((length,), FREE), mask_index, masks,
+                          slots=[Slot(0, length, automaton, backward)])

@@ -210,6 +210,43 @@ def compose(regex: Rx, leaf, encode, max_states: int):
             torch.from_numpy(nfa.accepting), nfa.initial)
 
 
+def optional_prefixed(regex: str) -> tuple[str, str] | None:
+    """(literal, rest) when `regex` is `(literal rest)?` — an optional object member, `(,"name":value)?` — else None.
+    `rest` is the value's regex: its leaf text as it is, so it names the same cached automata and slots as the value
+    written anywhere else."""
+    if not isinstance(regex, Rx):
+        return None
+    node = regex.node
+    if node[0] != "rep" or node[2:] != (0, 1) or node[1][0] != "seq":
+        return None
+    parts = _flatten(node[1][1])
+    if len(parts) < 2 or parts[0][0] != "lit":
+        return None
+    return parts[0][1], _rx_of(parts[1:])
+
+
+def _rx_of(nodes: list[Node]) -> str:
+    """A regex for a sequence of nodes: a lone leaf as its own text, anything else as an Rx (whose text, a cache
+    key, is written the way the helpers above write it)."""
+    if len(nodes) == 1 and nodes[0][0] == "leaf":
+        return nodes[0][1]
+    return Rx("".join(_text_of(n) for n in nodes), ("seq", tuple(nodes)))
+
+
+def _text_of(node: Node) -> str:
+    kind = node[0]
+    if kind == "leaf":
+        return node[1]
+    if kind == "lit":
+        return re.escape(node[1])
+    if kind == "seq":
+        return "".join(_text_of(p) for p in node[1])
+    if kind == "alt":
+        return "(" + "|".join(f"({_text_of(p)})" for p in node[1]) + ")"
+    _, part, lo, hi = node
+    return f"({_text_of(part)})?" if (lo, hi) == (0, 1) else f"({_text_of(part)}){{{lo},{'' if hi is None else hi}}}"
+
+
 def _flatten(parts: tuple) -> list[Node]:
     out = []
     for p in parts:

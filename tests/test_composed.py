@@ -87,3 +87,26 @@ def test_literals_are_tokenized_on_their_own():
     whole = tok.encode('{"name":"Ada"}', add_special_tokens=False)
     assert whole != apart  # (the tokenizer merges across the boundaries)
     assert automaton.accepts(apart) and not automaton.accepts(whole)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.sampled_from([",", "ab", "a,", ',"key":']), REGEXES, st.integers(1, 7), st.sampled_from([BYTES, TOK]))
+def test_optional_member_slot_is_the_composed_slot(prefix, rest, length, tokenizer):
+    """An optional member's slot, built from its value's (shared) slot, has exactly the allowed sets, language and
+    commits of the slot of the whole composed regex."""
+    member = optional(seq(lit(prefix), group(rest)))
+    template = CanvasTemplate.from_regex(member, tokenizer, length)
+    composed = TokenAutomaton.from_regex(member, tokenizer).with_padding(tokenizer.pad_token_id)
+    allowed, _, backward = composed.slot_sets(length)
+    assert torch.equal(torch.stack([template.masks[i] for i in template.mask_index]), allowed)
+    slot = template.slots[0]
+    pad = [tokenizer.pad_token_id]
+    for s in STRINGS:
+        tokens = tokenizer.encode(s, add_special_tokens=False)
+        if len(tokens) <= length:
+            padded = tokens + pad * (length - len(tokens))
+            assert slot.automaton.accepts(padded) == composed.accepts(padded), (str(member), s)
+    generator = torch.Generator().manual_seed(length)
+    for _ in range(3):
+        scores = torch.randn(length, len(tokenizer), generator=generator).log_softmax(-1)
+        assert slot.automaton.best_path(scores, slot.backward) == composed.best_path(scores, backward)
