@@ -67,6 +67,18 @@ class CanvasTemplate:
         )
         self._validate()
 
+    @classmethod
+    def _of(cls, vocab_size: int, fixed: torch.Tensor, mask_index: torch.Tensor | None = None,
+            masks: torch.Tensor | None = None, slots: Sequence[Slot] = ()) -> "CanvasTemplate":
+        """A template from parts that are consistent by construction (built in this package from automata, token ids
+        and other templates): no copies, no checks. A JSON schema's template is joined from hundreds of parts, where
+        checking each one cost a fifth of the compile."""
+        self = cls.__new__(cls)
+        self.vocab_size, self.fixed, self.slots = vocab_size, fixed, tuple(slots)
+        self.mask_index = torch.full(fixed.shape, ANY, dtype=torch.long) if mask_index is None else mask_index
+        self.masks = torch.zeros((0, vocab_size), dtype=torch.bool) if masks is None else masks
+        return self
+
     def with_vocab(self, vocab_size: int) -> "CanvasTemplate":
         """The same template over a larger vocabulary (a model whose embedding table is padded past its tokenizer):
         the extra ids are never allowed at restricted positions."""
@@ -269,9 +281,9 @@ class CanvasTemplate:
         index = torch.cat(mask_index)
         stacked = torch.cat(masks)
         if len(parts) > 2 and stacked.shape[0] > 1:
-            stacked, inverse = torch.unique(stacked, dim=0, return_inverse=True)
+            stacked, inverse = _unique_rows(stacked)
             index = torch.where(index >= 0, inverse[index.clamp(min=0)], index)
-        return cls(vocab, torch.cat(fixed), index, stacked, slots)
+        return cls._of(vocab, torch.cat(fixed), index, stacked, slots)  # (parts are templates: checked already)
 
 
 @dataclass
@@ -368,6 +380,17 @@ def _regex_slot(regex: str, tokenizer, length: int, intersections=()) -> CanvasT
                       lambda t: t.nbytes)
 
 
+def _unique_rows(masks: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(distinct rows in order of first appearance, each row's index among them). Hashing packed rows is cheaper than
+    torch.unique(dim=0), which sorts them."""
+    rows: dict[bytes, int] = {}
+    inverse = [rows.setdefault(row.tobytes(), len(rows)) for row in np.packbits(masks.numpy(), axis=1)]
+    first: dict[int, int] = {}
+    for position, i in enumerate(inverse):
+        first.setdefault(i, position)
+    return masks[list(first.values())], torch.tensor(inverse, dtype=torch.long)
+
+
 def _build_regex_slot(regex: str, tokenizer, length: int, intersections=()) -> CanvasTemplate:
     member = optional_prefixed(regex)
     if member is not None:
@@ -376,17 +399,9 @@ def _build_regex_slot(regex: str, tokenizer, length: int, intersections=()) -> C
             return template
     automaton = TokenAutomaton.from_regex(regex, tokenizer, intersections).with_padding(tokenizer.pad_token_id)
     allowed, _, backward = automaton.slot_sets(length)
-    # equal allowed sets share one mask, numbered by first appearance (hashing packed rows is cheaper than
-    # torch.unique(dim=0), which sorts them)
-    rows: dict[bytes, int] = {}
-    index = [rows.setdefault(row.tobytes(), len(rows)) for row in np.packbits(allowed.numpy(), axis=1)]
-    first: dict[int, int] = {}
-    for position, i in enumerate(index):
-        first.setdefault(i, position)
-    masks = allowed[list(first.values())]
-    index = torch.tensor(index)
+    masks, index = _unique_rows(allowed)  # equal allowed sets share one mask
     slot = Slot(0, length, automaton, backward)
-    return CanvasTemplate(len(tokenizer), torch.full((length,), FREE), index, masks, slots=[slot])
+    return CanvasTemplate._of(len(tokenizer), torch.full((length,), FREE), index, masks, slots=[slot])
 
 
 def _optional_prefixed_slot(literal: str, rest: str, tokenizer, length: int, intersections=()) -> CanvasTemplate | None:
@@ -425,5 +440,5 @@ def _optional_prefixed_slot(literal: str, rest: str, tokenizer, length: int, int
     masks = torch.cat([masks, inner.masks])
     masks[:, pad] = True
     mask_index = torch.cat([torch.arange(m), inner.mask_index + m])
-    return CanvasTemplate(V, torch.full((length,), FREE), mask_index, masks,
-                          slots=[Slot(0, length, automaton, backward)])
+    return CanvasTemplate._of(V, torch.full((length,), FREE), mask_index, masks,
+                              slots=[Slot(0, length, automaton, backward)])

@@ -32,6 +32,7 @@ import contextlib
 import copy
 import decimal
 import fractions
+import functools
 import itertools
 import json
 import math
@@ -39,6 +40,8 @@ import re
 from dataclasses import astuple, dataclass
 from pathlib import Path
 from typing import Any
+
+import torch
 
 from diffreason.automaton import AutomatonTooLarge, BytesLRU, Complement, TokenAutomaton, matches_nothing, token_ids
 from diffreason.canvas import CanvasTemplate
@@ -731,7 +734,7 @@ class _Compiler:
                 out[key] = merged
 
     def text(self, s: str) -> CanvasTemplate:
-        return CanvasTemplate(self.vocab, token_ids(self.tokenizer, s))  # every position fixed
+        return CanvasTemplate._of(self.vocab, torch.tensor(token_ids(self.tokenizer, s)))  # every position fixed
 
     def regex_limit(self, schema: Any, seen: tuple) -> int:
         """The longest regex a slot may hold for `schema`: an enum / const is an alternation of literals, whose
@@ -1600,7 +1603,6 @@ class CompiledSchema:
 
     def random_filling(self, generator) -> list[int]:
         """A filling of the template as the engine commits one, from random logits (for property tests)."""
-        import torch
 
         t = self.template
         tokens = t.fixed.clone()
@@ -1654,10 +1656,44 @@ def check_schema(schema: dict) -> None:
     import jsonschema
 
     cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
+    if cls is jsonschema.Draft202012Validator and _flat_metaschema_2020_12().is_valid(schema):
+        return
     error = jsonschema.exceptions.best_match(cls(cls.META_SCHEMA).iter_errors(schema))
     if error is not None:
         where = "/" + "/".join(str(p) for p in error.absolute_path)
         raise SchemaError(f"the schema is not valid JSON Schema at {where}: {error.message[:200]}")
+
+
+@functools.cache
+def _flat_metaschema_2020_12():
+    """A validator of draft 2020-12's metaschema as one schema: its seven vocabulary metaschemas merged (their
+    properties and $defs have distinct names) and `$dynamicRef: "#meta"` read as `$ref: "#"`, which is what it resolves
+    to when nothing extends the metaschema. It accepts what the original accepts (no disagreement over the 4,695
+    jsonschemabench schemas of this draft and 14,085 copies with one keyword given a wrong value; a sample of both in
+    `tests/test_json_schema.py`) at a fifth of the cost: jsonschema resolves every dynamic reference through the
+    scope chain. Only the verdict is taken from it; an error is still reported by the original."""
+    import jsonschema
+    from jsonschema_specifications import REGISTRY
+
+    def local(node):
+        if isinstance(node, dict):
+            if node.get("$dynamicRef") == "#meta":
+                return {"$ref": "#"}
+            ref = node.get("$ref")
+            out = {k: local(v) for k, v in node.items()}
+            if isinstance(ref, str) and "#/$defs/" in ref:
+                out["$ref"] = "#/$defs/" + ref.split("#/$defs/")[1]
+            return out
+        return [local(v) for v in node] if isinstance(node, list) else node
+
+    root = jsonschema.Draft202012Validator.META_SCHEMA
+    flat = {"$schema": root["$schema"], "type": root["type"], "properties": {}, "$defs": {}}
+    parts = [REGISTRY.contents(root["$id"].replace("/schema", "/") + part["$ref"]) for part in root["allOf"]] + [root]
+    for part in parts:
+        assert part.get("type", root["type"]) == root["type"] and not part["properties"].keys() & flat["properties"]
+        flat["properties"].update(local(part["properties"]))
+        flat["$defs"].update(local(part.get("$defs", {})))
+    return jsonschema.Draft202012Validator(flat)
 
 
 def compile_schema(

@@ -879,6 +879,40 @@ def test_schemas_no_output_could_satisfy_are_refused(schema, message):
         compile_schema(schema, TOK)
 
 
+def test_flattened_2020_12_metaschema_accepts_what_the_original_accepts():
+    """check_schema's fast path (draft 2020-12's metaschema as one schema, without dynamic references) agrees with
+    jsonschema's own metaschema check on real schemas and on copies with one keyword given a wrong value."""
+    import copy
+    import random
+    from pathlib import Path
+
+    from diffreason.tasks.json_schema import _flat_metaschema_2020_12
+
+    draft = jsonschema.Draft202012Validator
+    original, flat = draft(draft.META_SCHEMA), _flat_metaschema_2020_12()
+    schemas = [{"type": "object", "properties": {"a": {"$ref": "#/$defs/a"}}, "$defs": {"a": {"minItems": 2}}},
+               {"properties": {"a": {"minItems": -1}}}, {"$defs": {"a": {"type": "strin"}}}, {"prefixItems": []},
+               {"dependencies": {"a": ["b", "b"]}}, {"$anchor": "1x"}, {"if": {"const": 1}, "then": False}]
+    bench = Path(__file__).resolve().parents[1].parent / "shared" / "jsonschemabench" / "schemas"
+    rng = random.Random(0)
+    for f in rng.sample(sorted(bench.glob("*.json")), 200) if bench.is_dir() else []:
+        schema = json.loads(f.read_text())["schema"]
+        if jsonschema.validators.validator_for(schema, default=draft) is draft:
+            nodes = []
+            stack = [copy.deepcopy(schema)]
+            while stack:
+                x = stack.pop()
+                if isinstance(x, dict):
+                    nodes.append(x)
+                stack += list(x.values()) if isinstance(x, dict) else x if isinstance(x, list) else []
+            rng.choice(nodes)[rng.choice(["type", "minimum", "items", "required", "enum", "$ref", "properties"])] = (
+                rng.choice([1, "x", [], {}, -1, None, ["a", "a"]]))
+            schemas += [schema, nodes[0]]
+    verdicts = [original.is_valid(s) for s in schemas]
+    assert [flat.is_valid(s) for s in schemas] == verdicts
+    assert 0 < sum(verdicts) < len(verdicts)  # both kinds were checked
+
+
 def _value_language(schema):
     """The character automaton of a value's slot (intersections and complements included)."""
     from diffreason.automaton import _char_fsm
