@@ -59,7 +59,7 @@ class TokenAutomaton:
         `state_pairs`: at most 16 of sparse entries a move, 24 a state pair, and pairs are at most moves) — caches
         bound by bytes must count both."""
         moves = sum(t.numel() * t.element_size() for t in (self.src, self.tok, self.dst, self.accepting))
-        return moves + 44 * self.src.numel()
+        return 2 * (moves + 44 * self.src.numel())  # twice: its padded copy (`with_padding`) is kept with it
 
     @classmethod
     def from_regex(cls, regex: str, tokenizer, intersections: "Intersections" = ()) -> "TokenAutomaton":
@@ -76,7 +76,14 @@ class TokenAutomaton:
         return cls(*(torch.from_numpy(x[order]) for x in (src, tok, dst)), accepting, initial, vocab_size)
 
     def with_padding(self, pad: int) -> "TokenAutomaton":
-        """Add a pad sink: any accepting state moves on `pad` to an accepting PAD state that only takes pads."""
+        """Add a pad sink: any accepting state moves on `pad` to an accepting PAD state that only takes pads.
+        Kept with the automaton: slots of one value at many lengths share it and what is derived from it."""
+        padded = self.__dict__.setdefault("_padded", {})  # (frozen: cached_property writes __dict__ the same way)
+        if pad not in padded:
+            padded[pad] = self._with_padding(pad)
+        return padded[pad]
+
+    def _with_padding(self, pad: int) -> "TokenAutomaton":
         S = self.num_states
         sources = np.append(np.flatnonzero(self.accepting.numpy()), S)
         # the moves stay sorted by (source, token): each pad move goes where its key belongs (no new sort)
