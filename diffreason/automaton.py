@@ -570,6 +570,10 @@ class BytesLRU:
         self.items: OrderedDict = OrderedDict()
         self.bytes = 0
 
+    def clear(self) -> None:
+        self.items.clear()
+        self.bytes = 0
+
     def get(self, key, build, size):
         if key in self.items:
             self.items.move_to_end(key)

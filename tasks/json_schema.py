@@ -1603,7 +1603,6 @@ class CompiledSchema:
 
     def random_filling(self, generator) -> list[int]:
         """A filling of the template as the engine commits one, from random logits (for property tests)."""
-
         t = self.template
         tokens = t.fixed.clone()
         for slot in t.slots:
@@ -1733,3 +1732,11 @@ def compile_schema(
 # Compiled schemas by (canonical schema, tokenizer, budget): a server or a program that sends the same schema again
 # pays the compile once. Templates are never modified in place, so sharing them is safe.
 _COMPILED = BytesLRU(512 * 2**20)
+
+
+def clear_compile_caches() -> None:
+    """Forget compiled schemas, slots and automata (benchmarks time compiles from scratch with it)."""
+    from diffreason import automaton, canvas
+
+    for cache in (_COMPILED, canvas._SLOTS, automaton._AUTOMATA):
+        cache.clear()

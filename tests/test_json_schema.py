@@ -879,6 +879,22 @@ def test_schemas_no_output_could_satisfy_are_refused(schema, message):
         compile_schema(schema, TOK)
 
 
+def test_compile_benchmark_runs_and_refuses_a_missing_directory(tmp_path):
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    bench = [sys.executable, "-m", "diffreason.evals.bench_compile", "--rounds", "1", "--per-collection", "2"]
+    p = subprocess.run(bench + ["--schemas", str(tmp_path)], capture_output=True, text=True, timeout=300)
+    assert p.returncode == 2 and "no schema files" in p.stdout
+    schemas = Path(__file__).resolve().parents[1].parent / "shared" / "jsonschemabench" / "schemas"
+    if schemas.is_dir():
+        p = subprocess.run(bench + ["--schemas", str(schemas), "--collections", "Glaiveai2K"], capture_output=True,
+                           text=True, timeout=300)
+        assert p.returncode == 0, p.stderr
+        assert re.search(r"best round: \d+\.\d µs per position", p.stdout)
+
+
 def test_flattened_2020_12_metaschema_accepts_what_the_original_accepts():
     """check_schema's fast path (draft 2020-12's metaschema as one schema, without dynamic references) agrees with
     jsonschema's own metaschema check on real schemas and on copies with one keyword given a wrong value."""

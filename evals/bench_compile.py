@@ -1,0 +1,79 @@
+"""Compile-time benchmark: a fixed sample of jsonschemabench schemas compiled from scratch, in rounds.
+
+    python -m diffreason.evals.bench_compile --schemas ../shared/jsonschemabench/schemas
+
+The sample is `--per-collection` schemas of each collection (`random.Random(seed)` over the sorted file names). Each
+round clears the compile caches and compiles the whole sample in this process, so later rounds pay no imports or
+one-time setup (what a long-running server amortises away); the caches still fill within a round, as across a
+server's first requests. Reported: total CPU time / total canvas positions of the schemas that compile. On a shared
+machine take the best round.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import time
+from pathlib import Path
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+app = typer.Typer(add_completion=False)
+
+
+@app.command()
+def main(
+    schemas: Path = typer.Option(Path("../shared/jsonschemabench/schemas"), help="jsonschemabench schema directory"),
+    collections: str = typer.Option("Github_easy,Glaiveai2K,Github_medium,Github_hard"),
+    per_collection: int = typer.Option(60, help="schemas per collection"),
+    rounds: int = typer.Option(3),
+    seed: int = typer.Option(0),
+    timeout: float = typer.Option(20.0, help="seconds before a schema's compile counts as failed"),
+) -> None:
+    from diffreason.errors import DiffreasonError
+    from diffreason.evals.json_eval import collection_of
+    from diffreason.structured import TimeLimit, time_limit
+    from diffreason.tasks.json_schema import clear_compile_caches, compile_schema
+    from diffreason.tokenizer import train_byte_bpe
+
+    console = Console(width=120)
+    files = sorted(schemas.glob("*.json"))
+    if not files:
+        console.print(f"[red]no schema files in {str(schemas)!r}[/red]")
+        raise typer.Exit(2)
+    sample = []
+    for name in collections.split(","):
+        mine = [f for f in files if collection_of(f.name) == name]
+        if not mine:
+            console.print(f"[red]no schemas of collection {name!r} in {str(schemas)!r}[/red]")
+            raise typer.Exit(2)
+        sample += random.Random(seed).sample(mine, min(per_collection, len(mine)))
+    loaded = [json.loads(f.read_text())["schema"] for f in sample]
+    tokenizer = train_byte_bpe()  # the eval's tokenizer without --model
+    table = Table("round", "compiled", "positions", "CPU s", "µs / position")
+    best = None
+    for r in range(rounds):
+        clear_compile_caches()
+        compiled = positions = 0
+        cpu = 0.0
+        for schema in loaded:
+            start = time.process_time()
+            try:
+                with time_limit(timeout):
+                    template = compile_schema(schema, tokenizer).template
+            except (DiffreasonError, TimeLimit, RecursionError):
+                continue
+            cpu += time.process_time() - start
+            compiled += 1
+            positions += len(template)
+        per = 1e6 * cpu / max(positions, 1)
+        best = per if best is None else min(best, per)
+        table.add_row(str(r + 1) + (" (cold)" if r == 0 else ""), str(compiled), str(positions), f"{cpu:.2f}", f"{per:.1f}")
+    console.print(table)
+    console.print(f"{len(sample)} schemas ({per_collection} per collection: {collections}); best round: {best:.1f} µs per position")
+
+
+if __name__ == "__main__":
+    app()
