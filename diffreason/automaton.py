@@ -59,7 +59,9 @@ class TokenAutomaton:
         `state_pairs`: at most 16 of sparse entries a move, 24 a state pair, and pairs are at most moves) — caches
         bound by bytes must count both."""
         moves = sum(t.numel() * t.element_size() for t in (self.src, self.tok, self.dst, self.accepting))
-        return 2 * (moves + 44 * self.src.numel())  # twice: its padded copy (`with_padding`) is kept with it
+        # twice: its padded copy (`with_padding`) is kept with it; reachability tables (`_reach`), two bytes a state
+        # and position, for slots up to 384 tokens (the compiler's longest; a longer slot holds more)
+        return 2 * (moves + 44 * self.src.numel() + 2 * 385 * self.num_states)
 
     @classmethod
     def from_regex(cls, regex: str, tokenizer, intersections: "Intersections" = ()) -> "TokenAutomaton":
@@ -143,22 +145,38 @@ class TokenAutomaton:
         forward[k, s]: s reachable in k tokens; backward[k, s]: acceptance reachable from s in length - k tokens.
         numpy, not torch: these are many small operations, where torch's per-call overhead dominated.
         """
-        S = self.num_states
         src, dst, pair_tokens = self.state_pairs
-        forward = np.zeros((length + 1, S), dtype=bool)
-        forward[0, self.initial] = True
-        for k in range(length):
-            forward[k + 1, dst[forward[k, src]]] = True
-        backward = np.zeros((length + 1, S), dtype=bool)
-        backward[length] = self.accepting.numpy()
-        for k in range(length - 1, -1, -1):
-            backward[k, src[backward[k + 1, dst]]] = True
+        reached, finishing = self._reach(length)
+        forward = reached[: length + 1]
+        backward = np.ascontiguousarray(finishing[length::-1])  # backward[k] = finishing[length - k]
         if not (forward[0] & backward[0]).any():
             raise TemplateError(f"no value of this type fits in exactly {length} tokens")
         # position k allows the tokens of the moves from a state reachable in k tokens to one that can still finish
         live = forward[:-1, src] & backward[1:, dst]  # [L, P]
         allowed = np.asarray(pair_tokens.T @ live.T.astype(np.float32)).T > 0  # sparse [V, P] @ [P, L]: linear in moves
         return torch.from_numpy(allowed), torch.from_numpy(forward), torch.from_numpy(backward)
+
+    def _reach(self, length: int) -> tuple[np.ndarray, np.ndarray]:
+        """(reached [n, S], finishing [n, S]) for n > length: reached[k, s] — s is reachable from the start in exactly
+        k tokens; finishing[j, s] — acceptance is reachable from s in exactly j tokens. Neither depends on a slot's
+        length, so slots of one value at several lengths share them: kept with the automaton, grown on demand."""
+        src, dst, _ = self.state_pairs
+        reached, finishing = self.__dict__.get("_reach_tables") or (None, None)
+        have = 0 if reached is None else reached.shape[0]
+        if have <= length:
+            n = -(-(length + 1) // 32) * 32  # in steps of 32 positions: a few extensions at most
+            grown = [np.zeros((n, self.num_states), dtype=bool) for _ in range(2)]
+            if have:
+                grown[0][:have], grown[1][:have] = reached, finishing
+            else:
+                grown[0][0, self.initial] = True
+                grown[1][0] = self.accepting.numpy()
+            reached, finishing = grown
+            for k in range(max(have, 1), n):
+                reached[k, dst[reached[k - 1, src]]] = True
+                finishing[k, src[finishing[k - 1, dst]]] = True
+            self.__dict__["_reach_tables"] = (reached, finishing)
+        return reached, finishing
 
     def shortest_length(self, limit: int) -> int | None:
         """The fewest tokens of an accepted sequence, or None when none has at most `limit` tokens."""

@@ -202,3 +202,21 @@ def test_complement_parts_stand_for_what_their_regex_does_not_match():
             s = '"' + "".join(chars) + '"'
             assert fsm.accepts(s) == (not re.fullmatch(r'"(ab|c|b[a-c]*)"', s)), s
     assert Complement("x") != "x" and len({Complement("x"), "x"}) == 2  # distinct cache keys
+
+
+@pytest.mark.parametrize("regex", REGEXES)
+def test_slots_of_one_automaton_at_several_lengths_share_reachability_correctly(regex):
+    """Reachability tables kept with the automaton (grown as longer slots ask) give every length the sets a fresh
+    automaton computes for it alone, in whatever order the lengths come."""
+    import dataclasses
+
+    shared = TokenAutomaton.from_regex(regex, TOK).with_padding(PAD)
+    for length in (40, 3, 70, 1, 33, 65, 12):
+        fresh = dataclasses.replace(shared)  # the same moves, nothing derived yet
+        try:
+            expected = [t.tolist() for t in fresh.slot_sets(length)]
+        except TemplateError:
+            with pytest.raises(TemplateError):
+                shared.slot_sets(length)
+            continue
+        assert [t.tolist() for t in shared.slot_sets(length)] == expected
