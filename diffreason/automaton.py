@@ -60,8 +60,9 @@ class TokenAutomaton:
         bound by bytes must count both."""
         moves = sum(t.numel() * t.element_size() for t in (self.src, self.tok, self.dst, self.accepting))
         # twice: its padded copy (`with_padding`) is kept with it; reachability tables (`_reach`), two bytes a state
-        # and position, for slots up to 384 tokens (the compiler's longest; a longer slot holds more)
-        return 2 * (moves + 44 * self.src.numel() + 2 * 385 * self.num_states)
+        # and position, for slots up to 384 tokens (the compiler's longest; the tables grow in steps of 32 rows, and a
+        # longer slot holds more)
+        return 2 * (moves + 44 * self.src.numel() + 2 * 416 * self.num_states)
 
     @classmethod
     def from_regex(cls, regex: str, tokenizer, intersections: "Intersections" = ()) -> "TokenAutomaton":
@@ -147,7 +148,7 @@ class TokenAutomaton:
         """
         src, dst, pair_tokens = self.state_pairs
         reached, finishing = self._reach(length)
-        forward = reached[: length + 1]
+        forward = reached[: length + 1].copy()  # (the shared tables stay private to the automaton)
         backward = np.ascontiguousarray(finishing[length::-1])  # backward[k] = finishing[length - k]
         if not (forward[0] & backward[0]).any():
             raise TemplateError(f"no value of this type fits in exactly {length} tokens")
