@@ -1735,8 +1735,8 @@ _COMPILED = BytesLRU(512 * 2**20)
 
 
 def clear_compile_caches() -> None:
-    """Forget compiled schemas, slots and automata (benchmarks time compiles from scratch with it)."""
+    """Forget compiled schemas, slots, token and character automata (benchmarks time compiles from scratch)."""
     from diffreason import automaton, canvas
 
-    for cache in (_COMPILED, canvas._SLOTS, automaton._AUTOMATA):
+    for cache in (_COMPILED, canvas._SLOTS, automaton._AUTOMATA, automaton._CHAR_FSMS):
         cache.clear()
