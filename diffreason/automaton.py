@@ -181,17 +181,9 @@ class TokenAutomaton:
 
     def shortest_length(self, limit: int) -> int | None:
         """The fewest tokens of an accepted sequence, or None when none has at most `limit` tokens."""
-        src, dst, _ = self.state_pairs
-        accepting = self.accepting.numpy()
-        reached = np.zeros(self.num_states, dtype=bool)
-        reached[self.initial] = True
-        for k in range(limit + 1):
-            if (reached & accepting).any():
-                return k
-            step = np.zeros_like(reached)
-            step[dst[reached[src]]] = True
-            reached = step
-        return None
+        reached, _ = self._reach(limit)
+        hits = np.flatnonzero((reached[: limit + 1] & self.accepting.numpy()).any(axis=1))
+        return int(hits[0]) if hits.size else None
 
     def best_path(self, log_probs: torch.Tensor, backward: torch.Tensor | None = None) -> list[int]:
         """The complete path of len(log_probs) tokens maximising the summed log-probabilities (Viterbi)."""
