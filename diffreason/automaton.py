@@ -160,24 +160,36 @@ class TokenAutomaton:
     def _reach(self, length: int) -> tuple[np.ndarray, np.ndarray]:
         """(reached [n, S], finishing [n, S]) for n > length: reached[k, s] — s is reachable from the start in exactly
         k tokens; finishing[j, s] — acceptance is reachable from s in exactly j tokens. Neither depends on a slot's
-        length, so slots of one value at several lengths share them: kept with the automaton, grown on demand."""
+        length, so slots of one value at several lengths share them: kept with the automaton, grown on demand.
+        Each row is a function of the row before it, so once a row repeats its predecessor every later row is the
+        same (the usual case: past the value's longest spelling only the pad sink is reached, and every state that
+        can finish at all can finish in any number of tokens): the sweep stops there and copies it."""
         src, dst, _ = self.state_pairs
-        reached, finishing = self.__dict__.get("_reach_tables") or (None, None)
-        have = 0 if reached is None else reached.shape[0]
+        tables = self.__dict__.get("_reach_tables")
+        have = 0 if tables is None else tables[0].shape[0]
         if have <= length:
             n = -(-(length + 1) // 32) * 32  # in steps of 32 positions: a few extensions at most
-            grown = [np.zeros((n, self.num_states), dtype=bool) for _ in range(2)]
-            if have:
-                grown[0][:have], grown[1][:have] = reached, finishing
-            else:
-                grown[0][0, self.initial] = True
-                grown[1][0] = self.accepting.numpy()
-            reached, finishing = grown
-            for k in range(max(have, 1), n):
-                reached[k, dst[reached[k - 1, src]]] = True
-                finishing[k, src[finishing[k - 1, dst]]] = True
-            self.__dict__["_reach_tables"] = (reached, finishing)
-        return reached, finishing
+            grown = []
+            for t, (start, sources, targets) in enumerate(((self._start_row(), src, dst),
+                                                           (self.accepting.numpy(), dst, src))):
+                table = np.zeros((n, self.num_states), dtype=bool)
+                if have:
+                    table[:have] = tables[t]
+                else:
+                    table[0] = start
+                k = max(have, 1)
+                while k < n and not (k >= 2 and np.array_equal(table[k - 1], table[k - 2])):
+                    table[k, targets[table[k - 1, sources]]] = True
+                    k += 1
+                table[k:] = table[k - 1]  # (a fixed point: every later row equals the last one computed)
+                grown.append(table)
+            tables = self.__dict__["_reach_tables"] = tuple(grown)
+        return tables
+
+    def _start_row(self) -> np.ndarray:
+        row = np.zeros(self.num_states, dtype=bool)
+        row[self.initial] = True
+        return row
 
     def shortest_length(self, limit: int) -> int | None:
         """The fewest tokens of an accepted sequence, or None when none has at most `limit` tokens."""
