@@ -421,14 +421,16 @@ def _optional_prefixed_slot(literal: str, rest: str, tokenizer, length: int, int
     value = inner.slots[0]
     a = value.automaton  # padded: its last state is the pad sink, which only takes pads
     S, V = a.num_states, a.vocab_size
+    a = a.with_own_classes(ids)  # the literal's tokens, classes of their own
+    c = [a._class_of(t) for t in ids]
     # states: 0 = start (accepting: the member left out), 1..m-1 = inside the literal, m + s = the value's state s
-    first = sorted([(ids[0], m + a.initial if m == 1 else 1), (pad, m + S - 1)])
-    chain = [(j, ids[j], m + a.initial if j == m - 1 else j + 1) for j in range(1, m)]
+    first = sorted([(c[0], m + a.initial if m == 1 else 1), (a._class_of(pad), m + S - 1)])
+    chain = [(j, c[j], m + a.initial if j == m - 1 else j + 1) for j in range(1, m)]
     head = [(0, t, d) for t, d in first] + chain
     src, tok, dst = (torch.cat([torch.tensor([h[i] for h in head], dtype=torch.long), x])
                      for i, x in enumerate((a.src + m, a.tok, a.dst + m)))
     accepting = torch.cat([torch.tensor([True] + [False] * (m - 1)), a.accepting])
-    automaton = TokenAutomaton(src, tok, dst, accepting, 0, V)  # sorted by (source, token), as the value's moves were
+    automaton = TokenAutomaton(src, tok, dst, accepting, 0, V, a.classes)  # sorted by (source, class), as the value's
     # backward[k, s]: acceptance reachable from s in exactly length - k tokens, where s can be at position k
     backward = torch.zeros((length + 1, m + S), dtype=torch.bool)
     backward[:, 0] = True  # pads all the way

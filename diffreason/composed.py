@@ -18,7 +18,6 @@ parts begin alike (two optional members both start with ',') the automaton is no
 from __future__ import annotations
 
 import re
-import weakref
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -165,18 +164,39 @@ def _star(part: _Nfa) -> _Nfa:
     return _union([looped, _chain([])])
 
 
-# Leaf automata as composition takes them (their first moves found once), for as long as the automaton is cached.
-_LEAVES: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
-
-
 class CompositionTooLarge(Exception):
     """The composed automaton would pass its state limit (the caller reports it as a value too complex for a slot)."""
 
 
-def compose(regex: Rx, leaf, encode, max_states: int):
-    """(src, tok, dst, accepting, initial) of the automaton of `regex`, from `leaf(text)` (a TokenAutomaton, unpadded)
-    for its leaf regexes and `encode(text)` (token ids) for its literals. Raises CompositionTooLarge past
-    `max_states` states."""
+def compose(regex: Rx, leaf, encode, vocab_size: int, max_states: int):
+    """(src, tok, dst, accepting, initial, classes) of the automaton of `regex`, from `leaf(text)` (a TokenAutomaton,
+    unpadded) for its leaf regexes and `encode(text)` (token ids) for its literals. Its moves are on token classes
+    (`classes`): the coarsest partition finer than each leaf's, with every literal token a class of its own.
+    Raises CompositionTooLarge past `max_states` states."""
+    from diffreason.automaton import TokenClasses, expand_moves
+
+    leaves, literal_tokens = {}, set()
+
+    def gather(node: Node) -> None:
+        kind = node[0]
+        if kind == "leaf":
+            if node[1] not in leaves:
+                leaves[node[1]] = leaf(node[1])
+        elif kind == "lit":
+            literal_tokens.update(encode(node[1]))
+        elif kind == "rep":
+            gather(node[1])
+        else:
+            for p in node[1]:
+                gather(p)
+
+    gather(regex.node)
+    classes, parents = TokenClasses.common(vocab_size, [a.token_classes for a in leaves.values()], sorted(literal_tokens))
+    nfas = {}
+    for (text, a), parent in zip(leaves.items(), parents):
+        src, tok, dst = expand_moves(a.src.numpy(), a.tok.numpy(), a.dst.numpy(), parent)
+        nfas[text] = _Nfa(src, tok, dst, a.accepting.numpy(), a.initial)
+
     def states(n: _Nfa) -> _Nfa:
         if n.size > max_states:
             raise CompositionTooLarge(f"more than {max_states} states")
@@ -185,12 +205,9 @@ def compose(regex: Rx, leaf, encode, max_states: int):
     def build(node: Node) -> _Nfa:
         kind = node[0]
         if kind == "leaf":
-            a = leaf(node[1])
-            if a not in _LEAVES:
-                _LEAVES[a] = _Nfa(a.src.numpy(), a.tok.numpy(), a.dst.numpy(), a.accepting.numpy(), a.initial)
-            return _LEAVES[a]
+            return nfas[node[1]]
         if kind == "lit":
-            return _chain(encode(node[1]))
+            return _chain(classes.of[list(encode(node[1]))])
         if kind == "alt":
             return states(_union([build(p) for p in node[1]]))
         if kind == "rep":
@@ -207,7 +224,7 @@ def compose(regex: Rx, leaf, encode, max_states: int):
     # live states, and a pass to drop them would cost more than they do)
     nfa = build(regex.node)
     return (torch.from_numpy(nfa.src), torch.from_numpy(nfa.tok), torch.from_numpy(nfa.dst),
-            torch.from_numpy(nfa.accepting), nfa.initial)
+            torch.from_numpy(nfa.accepting), nfa.initial, classes)
 
 
 def optional_prefixed(regex: str) -> tuple[str, str] | None:

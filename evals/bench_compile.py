@@ -31,6 +31,8 @@ def main(
     rounds: int = typer.Option(3),
     seed: int = typer.Option(0),
     timeout: float = typer.Option(20.0, help="seconds before a schema's compile counts as failed"),
+    tokenizer_dir: Path | None = typer.Option(None, "--tokenizer", help="a tokenizer directory (a model's, e.g. "
+                                              "a 262k-token Gemma one); default: the eval's 492-token BPE"),
 ) -> None:
     from diffreason.errors import DiffreasonError
     from diffreason.evals.json_eval import collection_of
@@ -51,7 +53,19 @@ def main(
             raise typer.Exit(2)
         sample += random.Random(seed).sample(mine, min(per_collection, len(mine)))
     loaded = [json.loads(f.read_text())["schema"] for f in sample]
-    tokenizer = train_byte_bpe()  # the eval's tokenizer without --model
+    if tokenizer_dir is None:
+        tokenizer = train_byte_bpe()  # the eval's tokenizer without --model
+    else:
+        from transformers import PreTrainedTokenizerFast
+
+        try:
+            tokenizer = PreTrainedTokenizerFast.from_pretrained(tokenizer_dir, local_files_only=True)
+        except Exception as exc:  # (transformers raises several types for a directory it cannot read)
+            console.print(f"[red]cannot load a tokenizer from {str(tokenizer_dir)!r}: {str(exc).splitlines()[0]}[/red]")
+            raise typer.Exit(2)
+        if tokenizer.pad_token_id is None or tokenizer.eos_token_id is None:
+            console.print(f"[red]the tokenizer in {str(tokenizer_dir)!r} has no pad or no eos token[/red]")
+            raise typer.Exit(2)
     table = Table("round", "compiled", "positions", "CPU s", "µs / position")
     best = None
     for r in range(rounds):
@@ -72,7 +86,8 @@ def main(
         best = per if best is None else min(best, per)
         table.add_row(str(r + 1) + (" (cold)" if r == 0 else ""), str(compiled), str(positions), f"{cpu:.2f}", f"{per:.1f}")
     console.print(table)
-    console.print(f"{len(sample)} schemas ({per_collection} per collection: {collections}); best round: {best:.1f} µs per position")
+    console.print(f"{len(sample)} schemas ({per_collection} per collection: {collections}), {len(tokenizer)}-token "
+                  f"vocabulary; best round: {best:.1f} µs per position")
 
 
 if __name__ == "__main__":

@@ -166,7 +166,8 @@ def test_added_special_tokens_never_spell_a_value():
     """'<start_of_image>' is 16 characters a class like [0-z] allows; decoding drops it, so it must not be allowed."""
     marker = TOK.convert_tokens_to_ids("<start_of_image>")
     a = TokenAutomaton.from_regex(r"[0-z]{16,20}", TOK)
-    assert int((a.tok == marker).sum()) == 0
+    assert all(a.step(s, marker) == -1 for s in range(a.num_states))
+    assert a.step(a.initial, TOK.convert_tokens_to_ids("a")) != -1
 
 
 def test_intersections_stand_where_their_placeholder_is():
@@ -220,3 +221,63 @@ def test_slots_of_one_automaton_at_several_lengths_share_reachability_correctly(
                 shared.slot_sets(length)
             continue
         assert [t.tolist() for t in shared.slot_sets(length)] == expected
+
+
+@pytest.mark.parametrize("regex", REGEXES + [r'"([^"\\]|\\["\\/bfnrt]){0,8}"', r"[a-c]x|[b-d]y"])
+def test_moves_over_token_classes_are_exactly_outlines_token_moves(regex):
+    """A leaf automaton keeps one move per token class; read token by token it is outlines' index (without its EOS
+    moves), and its partition is the coarsest: tokens in different classes move differently from some state."""
+    import numpy as np
+
+    from diffreason.automaton import _OutlinesTokenizer, _token_index
+
+    index = _token_index(regex, _OutlinesTokenizer.wrap(TOK))
+    a = TokenAutomaton.from_regex(regex, TOK)
+    assert a.classes is not None and a.classes.count < a.vocab_size // 4
+    transitions = {s: m for s, m in index.get_transitions().items() if m}
+    labels = sorted(set(transitions) | {d for m in transitions.values() for d in m.values()} | {index.get_initial_state()})
+    number = {label: i for i, label in enumerate(labels)}
+    assert a.initial == number[index.get_initial_state()]
+    table = np.full((a.num_states, a.vocab_size), -1)
+    for label, i in number.items():
+        expected = {t: number[d] for t, d in transitions.get(label, {}).items() if t != TOK.eos_token_id}
+        assert a.moves_from(i) == expected
+        table[i, list(expected)] = list(expected.values())
+    assert len({tuple(column) for column in table.T}) == a.classes.count
+
+
+def _partition(labels):
+    import numpy as np
+
+    from diffreason.automaton import TokenClasses
+
+    _, of = np.unique(np.asarray(labels), return_inverse=True)
+    return TokenClasses(of.reshape(-1).astype(np.int64), int(of.max()) + 1)
+
+
+@settings(max_examples=80, deadline=None)
+@given(a=st.lists(st.integers(0, 3), min_size=12, max_size=12), b=st.lists(st.integers(0, 5), min_size=12, max_size=12),
+       singles=st.lists(st.integers(0, 11), max_size=6))
+def test_splitting_and_refining_token_partitions(a, b, singles):
+    """`split` and `common` give the coarsest partition finer than their inputs with each single token alone, no
+    empty class, and parent maps that name the input class of every new class."""
+    import numpy as np
+
+    from diffreason.automaton import TokenClasses
+
+    pa, pb = _partition(a), _partition(b)
+    alone = lambda p, t: int((p.of == p.of[t]).sum()) == 1  # noqa: E731
+    mark = lambda t: t if t in singles else -1  # noqa: E731
+
+    split, parent = pa.split(singles)
+    assert all(alone(split, t) for t in singles)
+    assert (pa.of == parent[split.of]).all() and (np.bincount(split.of, minlength=split.count) > 0).all()
+    assert split.count == len({(pa.of[t], mark(t)) for t in range(12)})
+    assert (split.of[pa.of < pa.count] == split.of)[[t for t in range(12) if split.of[t] < pa.count]].all()
+    assert all(split.of[t] == pa.of[t] for t in range(12) if split.of[t] < pa.count)  # old classes keep numbers
+
+    common, (qa, qb) = TokenClasses.common(12, [pa, pb], singles)
+    assert all(alone(common, t) for t in singles)
+    assert (pa.of == qa[common.of]).all() and (pb.of == qb[common.of]).all()
+    assert common.count == len({(pa.of[t], pb.of[t], mark(t)) for t in range(12)})
+    assert (np.bincount(common.of, minlength=common.count) > 0).all()
