@@ -446,10 +446,68 @@ class _OutlinesTokenizer:
     def outlines_vocabulary(self):
         """outlines-core's Rust vocabulary of this tokenizer, built on first use."""
         if self._vocabulary is None:
-            from outlines_core.fsm.regex import Vocabulary, reduced_vocabulary
+            from outlines_core.fsm.regex import Vocabulary
 
-            self._vocabulary = Vocabulary.from_dict(reduced_vocabulary(self)[0])
+            self._vocabulary = Vocabulary.from_dict(self.reduced_vocabulary)
         return self._vocabulary
+
+    @cached_property
+    def reduced_vocabulary(self) -> dict[str, list[int]]:
+        """outlines' spelling of each token ({spelling: token ids}; special and empty tokens left out)."""
+        from outlines_core.fsm.regex import reduced_vocabulary
+
+        return reduced_vocabulary(self)[0]
+
+    @cached_property
+    def symbols(self) -> tuple[list[str], np.ndarray, np.ndarray, list[str]]:
+        """(spellings [n], symbols [n, longest] int32 — each spelling as outlines reads it, one symbol a character or
+        a "\\x00XX" byte, numbered, -1 past its end —, spelling of each token id [V] (-1: none), symbol names)."""
+        spellings = list(self.reduced_vocabulary)
+        names: dict[str, int] = {}
+        rows = [[names.setdefault(symbol, len(names)) for symbol in _outlines_symbols(text)] for text in spellings]
+        table = np.full((len(rows), max(map(len, rows), default=0)), -1, dtype=np.int32)
+        for i, row in enumerate(rows):
+            table[i, : len(row)] = row
+        of_token = np.full(len(self.tokenizer), -1, dtype=np.int64)
+        for i, text in enumerate(spellings):
+            of_token[self.reduced_vocabulary[text]] = i
+        return spellings, table, of_token, list(names)
+
+    def groups(self, mapping: dict, anything: int) -> tuple[np.ndarray, "Vocabulary", int]:
+        """Tokens grouped by the transition keys an FSM alphabet (`mapping`, `anything`: its fsm_info's) reads them
+        as — tokens of one group move alike in every FSM over that alphabet: (group of each token id [V], G for
+        tokens outlines leaves out), outlines' vocabulary of one token per group, whose ids are the group numbers,
+        and G. Kept per partition of the symbols (JSON values of one kind share it, whatever their keys' numbers)."""
+        _, _, _, names = self.symbols
+        keys = np.array([mapping.get(name, anything) for name in names], dtype=np.int64)
+        _, first, inverse = np.unique(keys, return_index=True, return_inverse=True)
+        rank = np.empty(first.size, dtype=np.int64)
+        rank[np.argsort(first)] = np.arange(first.size)
+        partition = rank[inverse.reshape(-1)]  # keys renumbered by first appearance: equal iff the partitions are
+        cache = self.__dict__.setdefault("_group_cache", OrderedDict())
+        key = partition.tobytes()
+        if key not in cache:
+            cache[key] = self._groups(partition)
+            if len(cache) > 256:
+                cache.popitem(last=False)
+        cache.move_to_end(key)
+        return cache[key]
+
+    def _groups(self, partition: np.ndarray):
+        from outlines_core.fsm.regex import Vocabulary
+
+        spellings, table, of_token, _ = self.symbols
+        keys = np.append(partition, -1)[table]  # [n, longest]: each spelling's symbol classes (-1 past its end)
+        row = np.zeros(keys.shape[0], dtype=np.uint64)
+        for column in keys.T:  # a 64-bit hash of each row, checked exactly below
+            row = _mix64(row ^ (column + 2).astype(np.uint64))
+        _, first, group = np.unique(row, return_index=True, return_inverse=True)
+        group = group.reshape(-1)
+        if not (keys == keys[first[group]]).all():  # a hash collision (never seen): group by the rows themselves
+            _, first, group = np.unique(keys, axis=0, return_index=True, return_inverse=True)
+            group = group.reshape(-1)
+        vocabulary = Vocabulary.from_dict({spellings[i]: [g] for g, i in enumerate(first.tolist())})
+        return np.where(of_token >= 0, group[of_token], first.size), vocabulary, first.size
 
     def encode(self, text: str) -> tuple[int, ...]:
         """Token ids of `text` (a literal), memoised (a tuple: callers share it): member names recur across schemas."""
@@ -469,6 +527,20 @@ class _OutlinesTokenizer:
 
     def __eq__(self, other):
         return isinstance(other, _OutlinesTokenizer) and self.tokenizer is other.tokenizer
+
+
+def _outlines_symbols(text: str) -> list[str]:
+    """The symbols outlines-core reads a spelling as (its get_token_transition_keys): a NUL that two more
+    characters follow starts a three-character byte symbol ("\\x00C3"); every other character is itself."""
+    out, i = [], 0
+    while i < len(text):
+        if text[i] == "\x00" and i + 2 < len(text):
+            out.append(text[i : i + 3])
+            i += 3
+        else:
+            out.append(text[i])
+            i += 1
+    return out
 
 
 def token_ids(tokenizer, text: str) -> tuple[int, ...]:
@@ -727,8 +799,11 @@ def _token_index(regex: str, tokenizer: _OutlinesTokenizer, intersections: Inter
     byte_fsm = _byte_level_fsm(char_fsm)
     if byte_fsm is None:
         byte_fsm, _ = make_deterministic_fsm(make_byte_level_fsm(char_fsm, keep_utf8=True))
-    # what outlines' create_fsm_index_tokenizer does, with the vocabulary converted once per tokenizer, not per call
-    return Index(byte_fsm.fsm_info, tokenizer.outlines_vocabulary, tokenizer.eos_token_id, frozenset())
+    # what outlines' create_fsm_index_tokenizer does, over one token per group of tokens that this FSM's alphabet
+    # reads alike (a few thousand of a 32k vocabulary; see _OutlinesTokenizer.groups)
+    info = byte_fsm.fsm_info
+    group, vocabulary, count = tokenizer.groups(info.alphabet_symbol_mapping, info.alphabet_anything_value)
+    return Index(info, vocabulary, count, frozenset()), group, count  # (EOS: the "no group" number, moving nowhere)
 
 
 def _byte_level_fsm(fsm):
@@ -820,18 +895,19 @@ def _from_regex(regex: str, tokenizer: _OutlinesTokenizer, intersections: Inters
     except Exception as exc:  # interegular / outlines raise several types for unsupported constructs
         reason = " ".join(str(exc).split()) or f"{type(exc).__name__} (not a regex this parser supports)"
         raise TemplateError(f"cannot build an automaton for regex {regex!r}: {reason}") from None
-    src, tok, dst = _moves(index.get_transitions())
-    eos = tokenizer.eos_token_id
+    index, group, eos = index
+    src, tok, dst = _moves(index.get_transitions())  # on groups of tokens
     # outlines marks acceptance by an EOS move into a final state; we end values with pads instead.
     labels = np.unique(np.concatenate([src, dst, [index.get_initial_state()]]))
     final = np.array([index.is_final_state(int(s)) for s in labels], dtype=bool)
     final[np.searchsorted(labels, src[tok == eos])] = True
     keep = tok != eos
     src, tok, dst = np.searchsorted(labels, src[keep]), tok[keep], np.searchsorted(labels, dst[keep])
-    V = len(tokenizer.tokenizer)
-    classes, kept = TokenClasses.of_moves(src, tok, dst, V)  # one token's moves stand for its class's
-    return TokenAutomaton.from_moves(src[kept], classes.of[tok[kept]], dst[kept], torch.from_numpy(final),
-                                     int(np.searchsorted(labels, index.get_initial_state())), V, classes)
+    # groups that move alike from every state make one class (number eos, no group, has no moves)
+    of_group, kept = TokenClasses.of_moves(src, tok, dst, eos + 1)
+    classes = TokenClasses(of_group.of[group], of_group.count)
+    return TokenAutomaton.from_moves(src[kept], of_group.of[tok[kept]], dst[kept], torch.from_numpy(final),
+                                     int(np.searchsorted(labels, index.get_initial_state())), len(group), classes)
 
 
 def _moves(transitions: dict[int, dict[int, int]]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -223,27 +223,68 @@ def test_slots_of_one_automaton_at_several_lengths_share_reachability_correctly(
         assert [t.tolist() for t in shared.slot_sets(length)] == expected
 
 
-@pytest.mark.parametrize("regex", REGEXES + [r'"([^"\\]|\\["\\/bfnrt]){0,8}"', r"[a-c]x|[b-d]y"])
+def _byte_fsm(regex):
+    """The byte-level FSM the automaton module hands outlines' index (ours for ASCII alphabets, else outlines')."""
+    from outlines_core.fsm.regex import make_byte_level_fsm, make_deterministic_fsm
+
+    from diffreason.automaton import _byte_level_fsm, _char_fsm
+
+    fsm = _char_fsm(regex)
+    ours = _byte_level_fsm(fsm)
+    return ours if ours is not None else make_deterministic_fsm(make_byte_level_fsm(fsm, keep_utf8=True))[0]
+
+
+@pytest.mark.parametrize("regex", REGEXES + [r'"([^"\\]|\\["\\/bfnrt]){0,8}"', r"[a-c]x|[b-d]y", "é[^a]{1,2}"])
 def test_moves_over_token_classes_are_exactly_outlines_token_moves(regex):
-    """A leaf automaton keeps one move per token class; read token by token it is outlines' index (without its EOS
+    """A leaf automaton is built by outlines over one token per group its FSM's alphabet reads alike, and keeps one
+    move per token class; read token by token it is outlines' index over the whole vocabulary (without its EOS
     moves), and its partition is the coarsest: tokens in different classes move differently from some state."""
     import numpy as np
+    from outlines_core.fsm.regex import Index
 
-    from diffreason.automaton import _OutlinesTokenizer, _token_index
+    from diffreason.automaton import _OutlinesTokenizer
 
-    index = _token_index(regex, _OutlinesTokenizer.wrap(TOK))
+    tokenizer = _OutlinesTokenizer.wrap(TOK)
+    index = Index(_byte_fsm(regex).fsm_info, tokenizer.outlines_vocabulary, TOK.eos_token_id, frozenset())
     a = TokenAutomaton.from_regex(regex, TOK)
     assert a.classes is not None and a.classes.count < a.vocab_size // 4
     transitions = {s: m for s, m in index.get_transitions().items() if m}
     labels = sorted(set(transitions) | {d for m in transitions.values() for d in m.values()} | {index.get_initial_state()})
     number = {label: i for i, label in enumerate(labels)}
-    assert a.initial == number[index.get_initial_state()]
+    assert a.initial == number[index.get_initial_state()] and a.num_states == len(labels)
     table = np.full((a.num_states, a.vocab_size), -1)
     for label, i in number.items():
         expected = {t: number[d] for t, d in transitions.get(label, {}).items() if t != TOK.eos_token_id}
         assert a.moves_from(i) == expected
+        assert bool(a.accepting[i]) == (TOK.eos_token_id in transitions.get(label, {}) or index.is_final_state(label))
         table[i, list(expected)] = list(expected.values())
     assert len({tuple(column) for column in table.T}) == a.classes.count
+
+
+@pytest.mark.parametrize("regex", [r'"[^"\\]{0,5}"', "[a-fé]+", r"-?[0-9]{1,3}"])
+def test_tokens_are_read_as_outlines_reads_them(regex):
+    """The grouping of tokens spells each one as outlines-core's own transition keys do (multi-byte characters as
+    byte symbols included: the tokenizer has a token for every byte)."""
+    from outlines_core.fsm.regex import get_vocabulary_transition_keys
+
+    from diffreason.automaton import _OutlinesTokenizer
+
+    tokenizer = _OutlinesTokenizer.wrap(TOK)
+    info = _byte_fsm(regex).fsm_info
+    theirs = get_vocabulary_transition_keys(info.alphabet_symbol_mapping, info.alphabet_anything_value,
+                                            tokenizer.outlines_vocabulary, frozenset())
+    spellings, table, _, names = tokenizer.symbols
+    assert any(len(name) == 3 for name in names)  # byte symbols are among them
+    mapping = info.alphabet_symbol_mapping
+    for i, text in enumerate(spellings):
+        ours = [mapping.get(names[s], info.alphabet_anything_value) for s in table[i] if s >= 0]
+        assert ours == list(theirs[text]), text
+    group, vocabulary, count = tokenizer.groups(mapping, info.alphabet_anything_value)
+    keys = {}
+    for text, ids in tokenizer.reduced_vocabulary.items():
+        for t in ids:
+            assert keys.setdefault(int(group[t]), tuple(theirs[text])) == tuple(theirs[text])
+    assert len(keys) == count and (group[[TOK.eos_token_id, TOK.pad_token_id]] == count).all()
 
 
 def _partition(labels):
