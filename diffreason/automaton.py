@@ -127,6 +127,16 @@ class TokenClasses:
         return classes, first[of[tok]] == tok
 
 
+def unique_rows(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(distinct rows of a bool matrix in order of first appearance, each row's index among them). Hashing packed
+    rows is cheaper than np.unique(axis=0), which sorts them."""
+    seen: dict[bytes, int] = {}
+    inverse = np.fromiter((seen.setdefault(row.tobytes(), len(seen)) for row in np.packbits(rows, axis=1)),
+                          dtype=np.int64, count=rows.shape[0])
+    _, first = np.unique(inverse, return_index=True)  # (numbered in order of first appearance)
+    return rows[first], inverse
+
+
 def _mix64(x: np.ndarray) -> np.ndarray:
     """splitmix64's finaliser: a well-spread 64-bit hash of each value (uint64 arithmetic, wrapping)."""
     x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
@@ -303,6 +313,23 @@ class TokenAutomaton:
         forward[k, s]: s reachable in k tokens; backward[k, s]: acceptance reachable from s in length - k tokens.
         numpy, not torch: these are many small operations, where torch's per-call overhead dominated.
         """
+        allowed, forward, backward = self._class_sets(length)
+        if self.classes is not None:
+            allowed = allowed[:, self.classes.of]  # [L, classes] → [L, V]
+        return torch.from_numpy(allowed), torch.from_numpy(forward), torch.from_numpy(backward)
+
+    def slot_masks(self, length: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """(masks [R, V], index [L], backward [L+1, S]): `slot_sets`' allowed sets, each distinct one once (in order of
+        first appearance) and the one of each position — told apart over token classes, before they are spread
+        over the vocabulary (a mask of a 262k vocabulary is 262k bytes)."""
+        allowed, _, backward = self._class_sets(length)
+        masks, index = unique_rows(allowed)
+        if self.classes is not None:
+            masks = masks[:, self.classes.of]
+        return torch.from_numpy(masks), torch.from_numpy(index), torch.from_numpy(backward)
+
+    def _class_sets(self, length: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """`slot_sets` over token classes, as numpy arrays."""
         src, dst, pair_tokens = self.state_pairs
         reached, finishing = self._reach(length)
         forward = reached[: length + 1].copy()  # (the shared tables stay private to the automaton)
@@ -312,9 +339,7 @@ class TokenAutomaton:
         # position k allows the tokens of the moves from a state reachable in k tokens to one that can still finish
         live = forward[:-1, src] & backward[1:, dst]  # [L, P]
         allowed = np.asarray(pair_tokens.T @ live.T.astype(np.float32)).T > 0  # sparse [C, P] @ [P, L]: linear in moves
-        if self.classes is not None:
-            allowed = allowed[:, self.classes.of]  # [L, classes] → [L, V]
-        return torch.from_numpy(allowed), torch.from_numpy(forward), torch.from_numpy(backward)
+        return allowed, forward, backward
 
     def _reach(self, length: int) -> tuple[np.ndarray, np.ndarray]:
         """(reached [n, S], finishing [n, S]) for n > length: reached[k, s] — s is reachable from the start in exactly

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 import torch
 
-from diffreason.automaton import BytesLRU, TokenAutomaton, _OutlinesTokenizer
+from diffreason.automaton import BytesLRU, TokenAutomaton, _OutlinesTokenizer, unique_rows
 from diffreason.composed import optional_prefixed
 from diffreason.errors import TemplateError
 
@@ -381,14 +381,9 @@ def _regex_slot(regex: str, tokenizer, length: int, intersections=()) -> CanvasT
 
 
 def _unique_rows(masks: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """(distinct rows in order of first appearance, each row's index among them). Hashing packed rows is cheaper than
-    torch.unique(dim=0), which sorts them."""
-    rows: dict[bytes, int] = {}
-    inverse = [rows.setdefault(row.tobytes(), len(rows)) for row in np.packbits(masks.numpy(), axis=1)]
-    first: dict[int, int] = {}
-    for position, i in enumerate(inverse):
-        first.setdefault(i, position)
-    return masks[list(first.values())], torch.tensor(inverse, dtype=torch.long)
+    """(distinct rows in order of first appearance, each row's index among them)."""
+    rows, inverse = unique_rows(masks.numpy())
+    return torch.from_numpy(rows), torch.from_numpy(inverse)
 
 
 def _build_regex_slot(regex: str, tokenizer, length: int, intersections=()) -> CanvasTemplate:
@@ -398,8 +393,7 @@ def _build_regex_slot(regex: str, tokenizer, length: int, intersections=()) -> C
         if template is not None:
             return template
     automaton = TokenAutomaton.from_regex(regex, tokenizer, intersections).with_padding(tokenizer.pad_token_id)
-    allowed, _, backward = automaton.slot_sets(length)
-    masks, index = _unique_rows(allowed)  # equal allowed sets share one mask
+    masks, index, backward = automaton.slot_masks(length)  # equal allowed sets share one mask
     slot = Slot(0, length, automaton, backward)
     return CanvasTemplate._of(len(tokenizer), torch.full((length,), FREE), index, masks, slots=[slot])
 

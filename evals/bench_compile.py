@@ -33,6 +33,8 @@ def main(
     timeout: float = typer.Option(20.0, help="seconds before a schema's compile counts as failed"),
     tokenizer_dir: Path | None = typer.Option(None, "--tokenizer", help="a tokenizer directory (a model's, e.g. "
                                               "a 262k-token Gemma one); default: the eval's 492-token BPE"),
+    bpe_size: int | None = typer.Option(None, help="instead, a byte-level BPE of this many tokens trained on every "
+                                        "schema in --schemas (how compile time grows with the vocabulary)"),
 ) -> None:
     from diffreason.errors import DiffreasonError
     from diffreason.evals.json_eval import collection_of
@@ -53,7 +55,12 @@ def main(
             raise typer.Exit(2)
         sample += random.Random(seed).sample(mine, min(per_collection, len(mine)))
     loaded = [json.loads(f.read_text())["schema"] for f in sample]
-    if tokenizer_dir is None:
+    if bpe_size is not None:
+        if bpe_size < 300:
+            console.print("[red]--bpe-size must be at least 300 (the bytes and special tokens)[/red]")
+            raise typer.Exit(2)
+        tokenizer = train_byte_bpe((f.read_text() for f in files), vocab_size=bpe_size)
+    elif tokenizer_dir is None:
         tokenizer = train_byte_bpe()  # the eval's tokenizer without --model
     else:
         from transformers import PreTrainedTokenizerFast
@@ -87,7 +94,7 @@ def main(
         table.add_row(str(r + 1) + (" (cold)" if r == 0 else ""), str(compiled), str(positions), f"{cpu:.2f}", f"{per:.1f}")
     console.print(table)
     console.print(f"{len(sample)} schemas ({per_collection} per collection: {collections}), {len(tokenizer)}-token "
-                  f"vocabulary; best round: {best:.1f} µs per position")
+                  f"vocabulary; best round: {best:.1f} µs per position", soft_wrap=True)
 
 
 if __name__ == "__main__":

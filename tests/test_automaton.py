@@ -322,3 +322,17 @@ def test_splitting_and_refining_token_partitions(a, b, singles):
     assert (pa.of == qa[common.of]).all() and (pb.of == qb[common.of]).all()
     assert common.count == len({(pa.of[t], pb.of[t], mark(t)) for t in range(12)})
     assert (np.bincount(common.of, minlength=common.count) > 0).all()
+
+
+@pytest.mark.parametrize("regex", REGEXES)
+def test_slot_masks_are_the_distinct_allowed_sets(regex):
+    """`slot_masks` (deduplicated over token classes) gives each position exactly `slot_sets`' allowed set, each
+    distinct set once, in order of first appearance."""
+    a = TokenAutomaton.from_regex(regex, TOK).with_padding(PAD)
+    allowed, _, backward = a.slot_sets(12)
+    masks, index, backward_too = a.slot_masks(12)
+    assert torch.equal(masks[index], allowed) and torch.equal(backward, backward_too)
+    assert len({tuple(m.tolist()) for m in masks}) == masks.shape[0]
+    firsts = [index.tolist().index(r) for r in range(masks.shape[0])]
+    assert firsts == sorted(firsts)
+    assert masks.shape[0] > 1

@@ -889,6 +889,10 @@ def test_compile_benchmark_runs_and_refuses_a_missing_directory(tmp_path):
     assert p.returncode == 2 and "no schema files" in p.stdout
     schemas = Path(__file__).resolve().parents[1].parent / "shared" / "jsonschemabench" / "schemas"
     if schemas.is_dir():
+        for flags, message in ((["--tokenizer", str(tmp_path)], "cannot load a tokenizer from"),
+                               (["--bpe-size", "100"], "--bpe-size must be at least 300")):
+            p = subprocess.run(bench + ["--schemas", str(schemas)] + flags, capture_output=True, text=True, timeout=300)
+            assert p.returncode == 2 and message in p.stdout, p.stdout + p.stderr
         p = subprocess.run(bench + ["--schemas", str(schemas), "--collections", "Glaiveai2K"], capture_output=True,
                            text=True, timeout=300)
         assert p.returncode == 0, p.stderr
