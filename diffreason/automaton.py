@@ -261,7 +261,7 @@ class TokenAutomaton:
         """The state after `token` from `state`, or -1 when there is no such move (of a deterministic automaton:
         a regex's; a composed one may have several, see `accepts`)."""
         keys = self._keys
-        key = state * self.num_classes + self._class_of(token)
+        key = state * self.num_classes + self.class_of(token)
         i = int(torch.searchsorted(keys, key))
         return int(self.dst[i]) if i < keys.numel() and int(keys[i]) == key else -1
 
@@ -273,7 +273,8 @@ class TokenAutomaton:
             return dict(moves)
         return {int(t): d for c, d in moves for t in self.classes.tokens(c)}
 
-    def _class_of(self, token: int) -> int:
+    def class_of(self, token: int) -> int:
+        """The class `token` belongs to (what the moves are on)."""
         return int(token) if self.classes is None else int(self.classes.of[token])
 
     @cached_property
@@ -424,7 +425,7 @@ class TokenAutomaton:
         keys, dst = self._keys, self.dst
         states = {self.initial}
         for t in tokens:
-            c = self._class_of(t)
+            c = self.class_of(t)
             wanted = torch.tensor([s * self.num_classes + c for s in states])
             lo, hi = torch.searchsorted(keys, wanted), torch.searchsorted(keys, wanted, right=True)
             states = {int(d) for a, b in zip(lo.tolist(), hi.tolist()) for d in dst[a:b].tolist()}

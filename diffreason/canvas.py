@@ -416,9 +416,9 @@ def _optional_prefixed_slot(literal: str, rest: str, tokenizer, length: int, int
     a = value.automaton  # padded: its last state is the pad sink, which only takes pads
     S, V = a.num_states, a.vocab_size
     a = a.with_own_classes(ids)  # the literal's tokens, classes of their own
-    c = [a._class_of(t) for t in ids]
+    c = [a.class_of(t) for t in ids]
     # states: 0 = start (accepting: the member left out), 1..m-1 = inside the literal, m + s = the value's state s
-    first = sorted([(c[0], m + a.initial if m == 1 else 1), (a._class_of(pad), m + S - 1)])
+    first = sorted([(c[0], m + a.initial if m == 1 else 1), (a.class_of(pad), m + S - 1)])
     chain = [(j, c[j], m + a.initial if j == m - 1 else j + 1) for j in range(1, m)]
     head = [(0, t, d) for t, d in first] + chain
     src, tok, dst = (torch.cat([torch.tensor([h[i] for h in head], dtype=torch.long), x])
