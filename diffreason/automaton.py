@@ -43,8 +43,11 @@ class TokenClasses:
     whether they hold a quote, a backslash or a control character — so its moves are kept over a few dozen classes
     instead of every token (on the compile benchmark's sample: 6x fewer moves with a 492-token vocabulary)."""
 
-    of: np.ndarray  # [V] int64: each token's class, 0..count-1
+    of: np.ndarray  # [V] int32: each token's class, 0..count-1
     count: int
+
+    def __post_init__(self):  # int32: a 262k vocabulary's partition is 1 MB, and each optional member has its own
+        object.__setattr__(self, "of", np.ascontiguousarray(self.of, dtype=np.int32))
 
     @property
     def vocab_size(self) -> int:
@@ -55,7 +58,7 @@ class TokenClasses:
         """(indptr [count+1], tokens [V]): class c's tokens, ascending, are tokens[indptr[c]:indptr[c+1]]."""
         indptr = np.zeros(self.count + 1, dtype=np.int64)
         np.cumsum(np.bincount(self.of, minlength=self.count), out=indptr[1:])
-        return indptr, np.argsort(self.of, kind="stable")
+        return indptr, np.argsort(self.of, kind="stable").astype(np.int32)
 
     def tokens(self, c: int) -> np.ndarray:
         indptr, tokens = self.members
@@ -199,7 +202,7 @@ class TokenAutomaton:
         bound by bytes must count both."""
         moves = sum(t.numel() * t.element_size() for t in (self.src, self.tok, self.dst, self.accepting))
         if self.classes is not None:  # the partition and its member lists (often shared; counted with each holder)
-            moves += 16 * self.vocab_size
+            moves += 8 * self.vocab_size
         # twice: its padded copy (`with_padding`) is kept with it; reachability tables (`_reach`), two bytes a state
         # and position, for slots up to 384 tokens (the compiler's longest; the tables grow in steps of 32 rows, and a
         # longer slot holds more)
@@ -392,7 +395,7 @@ class TokenAutomaton:
         lp = log_probs.double().nan_to_num(neginf=-1e30)
         best_token = None
         if self.classes is not None:  # a class scores as its best token, which stands for it on the path
-            lp, best_token = _class_scores(lp, torch.from_numpy(self.classes.of), self.classes.count)
+            lp, best_token = _class_scores(lp, torch.from_numpy(self.classes.of).long(), self.classes.count)
         neg = torch.tensor(float("-inf"), dtype=torch.float64)
         score = torch.full((S,), float("-inf"), dtype=torch.float64)
         score[self.initial] = 0.0
