@@ -322,6 +322,11 @@ def test_splitting_and_refining_token_partitions(a, b, singles):
     assert (pa.of == qa[common.of]).all() and (pb.of == qb[common.of]).all()
     assert common.count == len({(pa.of[t], pb.of[t], mark(t)) for t in range(12)})
     assert (np.bincount(common.of, minlength=common.count) > 0).all()
+    # many partitions (keys past 2^31 are renumbered on the way): the same partition, each input's parent map right
+    fine = _partition(list(range(12)))
+    many, parents = TokenClasses.common(12, [pa, pb] * 6 + [fine] * 3, singles)
+    assert many.count == 12 and len(parents) == 15
+    assert all((p.of == q[many.of]).all() for p, q in zip([pa, pb] * 6 + [fine] * 3, parents))
 
 
 @pytest.mark.parametrize("regex", REGEXES)
