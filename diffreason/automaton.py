@@ -112,22 +112,18 @@ class TokenClasses:
 
     @staticmethod
     def of_moves(src: np.ndarray, tok: np.ndarray, dst: np.ndarray, vocab_size: int):
-        """(classes, keep) for a deterministic automaton's token moves: tokens are alike when they have the same
-        (source, target) pairs, found by a 128-bit hash of each token's pairs (two independent 64-bit sums; a
-        collision would take ~2^64 tokens); `keep` selects the moves of one token (the lowest) per class."""
-        order = np.argsort(tok, kind="stable")
-        counts = np.bincount(tok, minlength=vocab_size)
-        ends = np.cumsum(counts)
-        pair = (src * (int(dst.max(initial=0)) + 1) + dst).astype(np.uint64)[order]
-        sums = []
-        for seed in (0x9E3779B97F4A7C15, 0xD1B54A32D192ED03):
-            running = np.concatenate([np.zeros(1, np.uint64), np.cumsum(_mix64(pair + np.uint64(seed)), dtype=np.uint64)])
-            sums.append(running[ends] - running[ends - counts])  # (uint64 arithmetic wraps: sums mod 2^64)
-        key = np.stack([sums[0], sums[1], counts.astype(np.uint64)], axis=1)
-        _, first, of = np.unique(key, axis=0, return_index=True, return_inverse=True)
-        of = of.reshape(-1).astype(np.int64)
-        classes = TokenClasses(of, first.size)
-        return classes, first[of[tok]] == tok
+        """(classes, keep) for a deterministic automaton's moves on `vocab_size` tokens (here: outlines' token
+        groups): tokens are alike when they have the same (source, target) pairs, told apart by those pairs' bytes
+        (exact); `keep` selects the moves of one token (the lowest) per class."""
+        order = np.lexsort((src, tok))  # by token, then source: a token's column as one run of (source, target)
+        pairs = np.ascontiguousarray(np.stack([src[order], dst[order]], axis=1))
+        ends = np.cumsum(np.bincount(tok, minlength=vocab_size))
+        starts = np.concatenate([[0], ends[:-1]])
+        seen: dict[bytes, int] = {}
+        of = np.fromiter((seen.setdefault(pairs[a:b].tobytes(), len(seen)) for a, b in zip(starts.tolist(), ends.tolist())),
+                         np.int64, vocab_size)
+        _, first = np.unique(of, return_index=True)  # (classes numbered in order of first appearance)
+        return TokenClasses(of, first.size), first[of[tok]] == tok
 
 
 def unique_rows(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -138,13 +134,6 @@ def unique_rows(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
                           dtype=np.int64, count=rows.shape[0])
     _, first = np.unique(inverse, return_index=True)  # (numbered in order of first appearance)
     return rows[first], inverse
-
-
-def _mix64(x: np.ndarray) -> np.ndarray:
-    """splitmix64's finaliser: a well-spread 64-bit hash of each value (uint64 arithmetic, wrapping)."""
-    x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
-    x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
-    return x ^ (x >> np.uint64(31))
 
 
 def expand_moves(src, tok, dst, parent: np.ndarray):
