@@ -1727,9 +1727,20 @@ def compile_schema(
         check_schema(schema)
         return CompiledSchema(copy.deepcopy(schema), template, tuple(compiler.fixed))
 
+    def guarded() -> CompiledSchema:
+        too_deep = SchemaError("the schema nests too deeply for the compiler (Python's recursion limit)")
+        try:
+            return build()
+        except RecursionError:
+            raise too_deep from None
+        except BaseException as exc:  # a Rust extension (jsonschema's rpds) panics when Python's stack runs out
+            if type(exc).__name__ == "PanicException" and "RecursionError" in str(exc):
+                raise too_deep from None
+            raise
+
     if key is None:
-        return build()
-    return _COMPILED.get(key, build, lambda c: c.template.nbytes)
+        return guarded()
+    return _COMPILED.get(key, guarded, lambda c: c.template.nbytes)
 
 
 # Compiled schemas by (canonical schema, tokenizer, budget): a server or a program that sends the same schema again

@@ -1106,3 +1106,13 @@ def test_time_limit_interrupts_a_pattern_that_backtracks_exponentially():
         validator(schema).is_valid("4567n62eve-noQhlldegiginmat89tagsThehol7536es")
     with time_limit(5):  # a limit that does not expire leaves the block alone
         assert validator(schema).is_valid("ab/cd")
+
+
+def test_a_schema_nested_past_the_recursion_limit_is_one_clear_error():
+    """Deep nesting runs out of Python's stack inside the compiler (or inside jsonschema's Rust maps, which then
+    panic): either way one SchemaError, not a traceback."""
+    schema = {"type": "integer"}
+    for _ in range(400):
+        schema = {"type": "object", "properties": {"a": schema}, "required": ["a"]}
+    with pytest.raises(SchemaError, match="nests too deeply"):
+        compile_schema(schema, TOK)
