@@ -1749,8 +1749,11 @@ _COMPILED = BytesLRU(512 * 2**20)
 
 
 def clear_compile_caches() -> None:
-    """Forget compiled schemas, slots, token and character automata (benchmarks time compiles from scratch)."""
+    """Forget compiled schemas, slots, token and character automata, token groups (benchmarks time compiles from
+    scratch; what is kept per tokenizer is its vocabulary as outlines spells it)."""
     from diffreason import automaton, canvas
 
     for cache in (_COMPILED, canvas._SLOTS, automaton._AUTOMATA, automaton._CHAR_FSMS):
         cache.clear()
+    for tokenizer in automaton._OutlinesTokenizer._cache.values():  # token groups per alphabet
+        tokenizer.__dict__.pop("_group_cache", None)
