@@ -477,19 +477,22 @@ class _OutlinesTokenizer:
         return reduced_vocabulary(self)[0]
 
     @cached_property
-    def symbols(self) -> tuple[list[str], np.ndarray, np.ndarray, list[str]]:
-        """(spellings [n], symbols [n, longest] int32 — each spelling as outlines reads it, one symbol a character or
-        a "\\x00XX" byte, numbered, -1 past its end —, spelling of each token id [V] (-1: none), symbol names)."""
+    def symbols(self) -> tuple[list[str], list[tuple[np.ndarray, np.ndarray]], np.ndarray, list[str]]:
+        """(spellings [n], buckets, spelling of each token id [V] (-1: none), symbol names): each spelling as outlines
+        reads it — one symbol a character or a "\\x00XX" byte, numbered —, bucketed by length: (spelling indices
+        [m], their symbols [m, length] int32) per length (a few spellings are hundreds of symbols long)."""
         spellings = list(self.reduced_vocabulary)
         names: dict[str, int] = {}
         rows = [[names.setdefault(symbol, len(names)) for symbol in _outlines_symbols(text)] for text in spellings]
-        table = np.full((len(rows), max(map(len, rows), default=0)), -1, dtype=np.int32)
+        by_length: dict[int, list[int]] = {}
         for i, row in enumerate(rows):
-            table[i, : len(row)] = row
+            by_length.setdefault(len(row), []).append(i)
+        buckets = [(np.array(ids, dtype=np.int64), np.array([rows[i] for i in ids], dtype=np.int32).reshape(len(ids), n))
+                   for n, ids in sorted(by_length.items())]
         of_token = np.full(len(self.tokenizer), -1, dtype=np.int64)
         for i, text in enumerate(spellings):
             of_token[self.reduced_vocabulary[text]] = i
-        return spellings, table, of_token, list(names)
+        return spellings, buckets, of_token, list(names)
 
     def groups(self, mapping: dict, anything: int) -> tuple[np.ndarray, "Vocabulary", int]:
         """Tokens grouped by the transition keys an FSM alphabet (`mapping`, `anything`: its fsm_info's) reads them
@@ -514,11 +517,13 @@ class _OutlinesTokenizer:
     def _groups(self, partition: np.ndarray):
         from outlines_core.fsm.regex import Vocabulary
 
-        spellings, table, of_token, _ = self.symbols
-        small = np.int16 if partition.max(initial=0) < 2**15 else np.int32
-        keys = np.append(partition, -1).astype(small)[table]  # [n, longest]: each spelling's symbol classes (-1 past
-        seen: dict[bytes, int] = {}  # its end); rows told apart by their bytes (cheaper than np.unique's sort)
-        group = np.fromiter((seen.setdefault(row.tobytes(), len(seen)) for row in keys), np.int64, keys.shape[0])
+        spellings, buckets, of_token, _ = self.symbols
+        classes = partition.astype(np.int16 if partition.max(initial=0) < 2**15 else np.int32)
+        seen: dict[bytes, int] = {}  # rows told apart by their bytes (cheaper than np.unique's sort; lengths differ
+        group = np.empty(len(spellings), dtype=np.int64)  # between buckets, and so do their rows' bytes)
+        for ids, table in buckets:
+            group[ids] = np.fromiter((seen.setdefault(row.tobytes(), len(seen)) for row in classes[table]), np.int64,
+                                     ids.size)
         _, first = np.unique(group, return_index=True)
         vocabulary = Vocabulary.from_dict({spellings[i]: [g] for g, i in enumerate(first.tolist())})
         return np.where(of_token >= 0, group[of_token], first.size), vocabulary, first.size

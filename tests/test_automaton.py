@@ -273,12 +273,14 @@ def test_tokens_are_read_as_outlines_reads_them(regex):
     info = _byte_fsm(regex).fsm_info
     theirs = get_vocabulary_transition_keys(info.alphabet_symbol_mapping, info.alphabet_anything_value,
                                             tokenizer.outlines_vocabulary, frozenset())
-    spellings, table, _, names = tokenizer.symbols
+    spellings, buckets, _, names = tokenizer.symbols
     assert any(len(name) == 3 for name in names)  # byte symbols are among them
     mapping = info.alphabet_symbol_mapping
-    for i, text in enumerate(spellings):
-        ours = [mapping.get(names[s], info.alphabet_anything_value) for s in table[i] if s >= 0]
-        assert ours == list(theirs[text]), text
+    assert sorted(i for ids, _ in buckets for i in ids) == list(range(len(spellings)))
+    for ids, table in buckets:
+        for i, row in zip(ids, table):
+            ours = [mapping.get(names[s], info.alphabet_anything_value) for s in row]
+            assert ours == list(theirs[spellings[i]]), spellings[i]
     group, vocabulary, count = tokenizer.groups(mapping, info.alphabet_anything_value)
     keys = {}
     for text, ids in tokenizer.reduced_vocabulary.items():
