@@ -252,8 +252,10 @@ class TokenAutomaton:
     def step(self, state: int, token: int) -> int:
         """The state after `token` from `state`, or -1 when there is no such move (of a deterministic automaton:
         a regex's; a composed one may have several, see `accepts`)."""
-        keys = self._keys
-        key = state * self.num_classes + self.class_of(token)
+        keys, c = self._keys, self.class_of(token)
+        if c < 0:
+            return -1
+        key = state * self.num_classes + c
         i = int(torch.searchsorted(keys, key))
         return int(self.dst[i]) if i < keys.numel() and int(keys[i]) == key else -1
 
@@ -266,7 +268,9 @@ class TokenAutomaton:
         return {int(t): d for c, d in moves for t in self.classes.tokens(c)}
 
     def class_of(self, token: int) -> int:
-        """The class `token` belongs to (what the moves are on)."""
+        """The class `token` belongs to (what the moves are on); -1 for an id outside the vocabulary."""
+        if not 0 <= int(token) < self.vocab_size:
+            return -1
         return int(token) if self.classes is None else int(self.classes.of[token])
 
     @cached_property
@@ -418,6 +422,8 @@ class TokenAutomaton:
         states = {self.initial}
         for t in tokens:
             c = self.class_of(t)
+            if c < 0:
+                return False
             wanted = torch.tensor([s * self.num_classes + c for s in states])
             lo, hi = torch.searchsorted(keys, wanted), torch.searchsorted(keys, wanted, right=True)
             states = {int(d) for a, b in zip(lo.tolist(), hi.tolist()) for d in dst[a:b].tolist()}

@@ -160,6 +160,10 @@ def test_automaton_is_stored_as_its_moves():
     assert a.step(a.initial, TOK.convert_tokens_to_ids("x")) == -1
     encode = lambda text: TOK.encode(text, add_special_tokens=False)  # noqa: E731
     assert a.accepts(encode("42")) and not a.accepts(encode("4"))
+    # ids outside the vocabulary move nowhere (a negative one must not wrap around to a real token)
+    last = encode("2")[0]
+    assert a.step(a.step(a.initial, encode("4")[0]), last - a.vocab_size) == -1
+    assert not a.accepts([*encode("4"), last - a.vocab_size]) and not a.accepts([*encode("4"), a.vocab_size + 5])
 
 
 def test_added_special_tokens_never_spell_a_value():
