@@ -814,10 +814,10 @@ def matches_nothing(regex: str, intersections: Intersections = ()) -> bool:
 
 
 def _token_index(regex: str, tokenizer: _OutlinesTokenizer, intersections: Intersections = ()):
-    """outlines-core's regex → token index (`create_states_mapping`) without its FSM minimisation: interegular's
-    `reduce()` (two subset constructions over the reversed automaton) costs minutes on the bounded repeats JSON
-    values are made of, and an unminimised DFA accepts the same language (the slot work below is linear in its
-    moves either way)."""
+    """(index, group of each token id, number of groups): outlines-core's regex → token index
+    (`create_states_mapping`) over token groups, without its FSM minimisation: interegular's `reduce()` (two subset
+    constructions over the reversed automaton) costs minutes on the bounded repeats JSON values are made of, and an
+    unminimised DFA accepts the same language (the slot work below is linear in its moves either way)."""
     from outlines_core.fsm.regex import Index, make_byte_level_fsm, make_deterministic_fsm
 
     char_fsm = _char_fsm(regex, intersections)
@@ -914,13 +914,12 @@ def _from_regex(regex: str, tokenizer: _OutlinesTokenizer, intersections: Inters
             raise AutomatonTooLarge(f"the automaton of regex {str(regex)[:80]!r}... has {exc}") from None
         return TokenAutomaton.from_moves(*moves, len(tokenizer.tokenizer), classes)
     try:
-        index = _token_index(regex, tokenizer, intersections)
+        index, group, eos = _token_index(regex, tokenizer, intersections)
     except AutomatonTooLarge:
         raise
     except Exception as exc:  # interegular / outlines raise several types for unsupported constructs
         reason = " ".join(str(exc).split()) or f"{type(exc).__name__} (not a regex this parser supports)"
         raise TemplateError(f"cannot build an automaton for regex {regex!r}: {reason}") from None
-    index, group, eos = index
     src, tok, dst = _moves(index.get_transitions())  # on groups of tokens
     # outlines marks acceptance by an EOS move into a final state; we end values with pads instead.
     labels = np.unique(np.concatenate([src, dst, [index.get_initial_state()]]))
