@@ -65,11 +65,6 @@ class TokenClasses:
         return tokens[indptr[c] : indptr[c + 1]]
 
     @staticmethod
-    @functools.lru_cache(maxsize=8)
-    def identity(vocab_size: int) -> "TokenClasses":
-        return TokenClasses(np.arange(vocab_size, dtype=np.int64), vocab_size)
-
-    @staticmethod
     def common(vocab_size: int, partitions: list["TokenClasses"], singletons=()) -> tuple["TokenClasses", list[np.ndarray]]:
         """The coarsest partition finer than every one of `partitions` that also has each token of `singletons` in a
         class of its own, and for each input partition its parent map ([count] → the input's class of each new class)."""
@@ -119,21 +114,27 @@ class TokenClasses:
         pairs = np.ascontiguousarray(np.stack([src[order], dst[order]], axis=1))
         ends = np.cumsum(np.bincount(tok, minlength=vocab_size))
         starts = np.concatenate([[0], ends[:-1]])
-        seen: dict[bytes, int] = {}
-        of = np.fromiter((seen.setdefault(pairs[a:b].tobytes(), len(seen)) for a, b in zip(starts.tolist(), ends.tolist())),
-                         np.int64, vocab_size)
-        _, first = np.unique(of, return_index=True)  # (classes numbered in order of first appearance)
+        of = number_by_bytes((pairs[a:b].tobytes() for a, b in zip(starts.tolist(), ends.tolist())), vocab_size)
+        first = first_of_each(of)
         return TokenClasses(of, first.size), first[of[tok]] == tok
 
 
+def number_by_bytes(keys, count: int, seen: dict | None = None) -> np.ndarray:
+    """The `count` byte strings of `keys` numbered 0, 1, ... in order of first appearance (equal strings, equal
+    numbers; `seen` carries the numbering over several calls). A dict of bytes is cheaper than np.unique's sort."""
+    seen = {} if seen is None else seen
+    return np.fromiter((seen.setdefault(key, len(seen)) for key in keys), dtype=np.int64, count=count)
+
+
+def first_of_each(numbers: np.ndarray) -> np.ndarray:
+    """The first position of each number 0..max in `numbers`."""
+    return np.unique(numbers, return_index=True)[1]
+
+
 def unique_rows(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(distinct rows of a bool matrix in order of first appearance, each row's index among them). Hashing packed
-    rows is cheaper than np.unique(axis=0), which sorts them."""
-    seen: dict[bytes, int] = {}
-    inverse = np.fromiter((seen.setdefault(row.tobytes(), len(seen)) for row in np.packbits(rows, axis=1)),
-                          dtype=np.int64, count=rows.shape[0])
-    _, first = np.unique(inverse, return_index=True)  # (numbered in order of first appearance)
-    return rows[first], inverse
+    """(distinct rows of a bool matrix in order of first appearance, each row's index among them)."""
+    inverse = number_by_bytes((row.tobytes() for row in np.packbits(rows, axis=1)), rows.shape[0])
+    return rows[first_of_each(inverse)], inverse
 
 
 def expand_moves(src, tok, dst, parent: np.ndarray):
@@ -155,26 +156,25 @@ def expand_moves(src, tok, dst, parent: np.ndarray):
 class TokenAutomaton:
     """A deterministic automaton over token ids, kept as its moves (source state, token class, target state), sorted
     by (source, class), over a partition of the vocabulary into classes of tokens it treats alike (`TokenClasses`;
-    None: every token a class of its own). Sparse on purpose: a real vocabulary has 262k tokens and a JSON value's
+    its vocabulary is the partition's). Sparse on purpose: a real vocabulary has 262k tokens and a JSON value's
     automaton hundreds of states, so a dense [states, vocab] table would take gigabytes where the moves take
     megabytes — and over token classes, far less. Everything public speaks tokens: `step`, `moves_from`,
     `accepts`, `slot_sets`, `best_path`."""
 
     src: torch.Tensor  # [E] long
-    tok: torch.Tensor  # [E] long: a token class (a token id when `classes` is None)
+    tok: torch.Tensor  # [E] long: a token class
     dst: torch.Tensor  # [E] long
     accepting: torch.Tensor  # [S] bool
     initial: int
-    vocab_size: int
-    classes: TokenClasses | None = None
+    classes: TokenClasses
 
     @property
-    def token_classes(self) -> TokenClasses:
-        return self.classes if self.classes is not None else TokenClasses.identity(self.vocab_size)
+    def vocab_size(self) -> int:
+        return self.classes.vocab_size
 
     @property
     def num_classes(self) -> int:
-        return self.vocab_size if self.classes is None else self.classes.count
+        return self.classes.count
 
     @property
     def num_states(self) -> int:
@@ -190,8 +190,7 @@ class TokenAutomaton:
         `state_pairs`: at most 16 of sparse entries a move, 24 a state pair, and pairs are at most moves) — caches
         bound by bytes must count both."""
         moves = sum(t.numel() * t.element_size() for t in (self.src, self.tok, self.dst, self.accepting))
-        if self.classes is not None:  # the partition and its member lists (often shared; counted with each holder)
-            moves += 8 * self.vocab_size
+        moves += 8 * self.vocab_size  # the partition and its member lists (often shared; counted with each holder)
         # twice: its padded copy (`with_padding`) is kept with it; reachability tables (`_reach`), two bytes a state
         # and position, for slots up to 384 tokens (the compiler's longest; the tables grow in steps of 32 rows, and a
         # longer slot holds more)
@@ -203,25 +202,21 @@ class TokenAutomaton:
         return _from_regex_cached(regex, _OutlinesTokenizer.wrap(tokenizer), tuple(intersections))
 
     @classmethod
-    def from_moves(cls, src, tok, dst, accepting: torch.Tensor, initial: int, vocab_size: int,
-                   classes: TokenClasses | None = None) -> "TokenAutomaton":
-        """From unsorted moves (on token classes of `classes`, or on tokens); states are 0..len(accepting)-1."""
+    def from_moves(cls, src, tok, dst, accepting: torch.Tensor, initial: int, classes: TokenClasses) -> "TokenAutomaton":
+        """From unsorted moves on the token classes of `classes`; states are 0..len(accepting)-1."""
         src, tok, dst = (np.asarray(x, dtype=np.int64) for x in (src, tok, dst))
         # numpy, not torch: torch's per-call overhead dominated on these sizes. Stable (timsort): composed moves come
         # as a few runs already sorted (each part's), which it merges in linear time
-        order = np.argsort(src * (vocab_size if classes is None else classes.count) + tok, kind="stable")
-        return cls(*(torch.from_numpy(x[order]) for x in (src, tok, dst)), torch.as_tensor(accepting), initial,
-                   vocab_size, classes)
+        order = np.argsort(src * classes.count + tok, kind="stable")
+        return cls(*(torch.from_numpy(x[order]) for x in (src, tok, dst)), torch.as_tensor(accepting), initial, classes)
 
     def refined(self, classes: TokenClasses, parent: np.ndarray) -> "TokenAutomaton":
         """The same automaton over a finer partition whose class r lies in this one's class parent[r]."""
         src, tok, dst = expand_moves(*(t.numpy() for t in self.edges), parent)
-        return TokenAutomaton.from_moves(src, tok, dst, self.accepting, self.initial, self.vocab_size, classes)
+        return TokenAutomaton.from_moves(src, tok, dst, self.accepting, self.initial, classes)
 
     def with_own_classes(self, tokens) -> "TokenAutomaton":
         """The same automaton with each of `tokens` a class of its own (to add moves on them alone)."""
-        if self.classes is None:
-            return self
         classes, parent = self.classes.split(tokens)
         if classes is self.classes:
             return self
@@ -240,14 +235,14 @@ class TokenAutomaton:
     def _with_padding(self, pad: int) -> "TokenAutomaton":
         me = self.with_own_classes([pad])
         S = me.num_states
-        pad_class = pad if me.classes is None else int(me.classes.of[pad])
+        pad_class = int(me.classes.of[pad])
         sources = np.append(np.flatnonzero(me.accepting.numpy()), S)
         # the moves stay sorted by (source, class): each pad move goes where its key belongs (no new sort)
         at = np.searchsorted(me._keys.numpy(), sources * me.num_classes + pad_class)
         src, tok, dst = (np.insert(t.numpy(), at, new) for t, new in
                          ((me.src, sources), (me.tok, pad_class), (me.dst, S)))
         return TokenAutomaton(torch.from_numpy(src), torch.from_numpy(tok), torch.from_numpy(dst),
-                              torch.cat([me.accepting, torch.tensor([True])]), me.initial, me.vocab_size, me.classes)
+                              torch.cat([me.accepting, torch.tensor([True])]), me.initial, me.classes)
 
     def step(self, state: int, token: int) -> int:
         """The state after `token` from `state`, or -1 when there is no such move (of a deterministic automaton:
@@ -263,15 +258,13 @@ class TokenAutomaton:
         """{token: next state} for every move out of `state`."""
         lo, hi = (int(torch.searchsorted(self.src, s)) for s in (state, state + 1))
         moves = zip(self.tok[lo:hi].tolist(), self.dst[lo:hi].tolist())
-        if self.classes is None:
-            return dict(moves)
         return {int(t): d for c, d in moves for t in self.classes.tokens(c)}
 
     def class_of(self, token: int) -> int:
         """The class `token` belongs to (what the moves are on); -1 for an id outside the vocabulary."""
         if not 0 <= int(token) < self.vocab_size:
             return -1
-        return int(token) if self.classes is None else int(self.classes.of[token])
+        return int(self.classes.of[token])
 
     @cached_property
     def _keys(self) -> torch.Tensor:
@@ -311,8 +304,7 @@ class TokenAutomaton:
         numpy, not torch: these are many small operations, where torch's per-call overhead dominated.
         """
         allowed, forward, backward = self._class_sets(length)
-        if self.classes is not None:
-            allowed = allowed[:, self.classes.of]  # [L, classes] → [L, V]
+        allowed = allowed[:, self.classes.of]  # [L, classes] → [L, V]
         return torch.from_numpy(allowed), torch.from_numpy(forward), torch.from_numpy(backward)
 
     def slot_masks(self, length: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -321,9 +313,7 @@ class TokenAutomaton:
         over the vocabulary (a mask of a 262k vocabulary is 262k bytes)."""
         allowed, _, backward = self._class_sets(length)
         masks, index = unique_rows(allowed)
-        if self.classes is not None:
-            masks = masks[:, self.classes.of]
-        return torch.from_numpy(masks), torch.from_numpy(index), torch.from_numpy(backward)
+        return torch.from_numpy(masks[:, self.classes.of]), torch.from_numpy(index), torch.from_numpy(backward)
 
     def _class_sets(self, length: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """`slot_sets` over token classes, as numpy arrays."""
@@ -383,12 +373,11 @@ class TokenAutomaton:
         length, V = log_probs.shape
         S = self.num_states
         if backward is None:
-            backward = self.slot_sets(length)[2]
+            backward = torch.from_numpy(self._class_sets(length)[2])
         src, tok, dst = self.edges
         lp = log_probs.double().nan_to_num(neginf=-1e30)
-        best_token = None
-        if self.classes is not None:  # a class scores as its best token, which stands for it on the path
-            lp, best_token = _class_scores(lp, torch.from_numpy(self.classes.of).long(), self.classes.count)
+        # a class scores as its best token, which stands for it on the path
+        lp, best_token = _class_scores(lp, torch.from_numpy(self.classes.of).long(), self.classes.count)
         neg = torch.tensor(float("-inf"), dtype=torch.float64)
         score = torch.full((S,), float("-inf"), dtype=torch.float64)
         score[self.initial] = 0.0
@@ -412,7 +401,7 @@ class TokenAutomaton:
         tokens = []
         for k in range(length - 1, -1, -1):
             e = int(back_edge[k][state])
-            tokens.append(int(tok[e]) if best_token is None else int(best_token[k, tok[e]]))
+            tokens.append(int(best_token[k, tok[e]]))
             state = int(src[e])
         return tokens[::-1]
 
@@ -511,26 +500,19 @@ class _OutlinesTokenizer:
         rank = np.empty(first.size, dtype=np.int64)
         rank[np.argsort(first)] = np.arange(first.size)
         partition = rank[inverse.reshape(-1)]  # keys renumbered by first appearance: equal iff the partitions are
-        cache = self.__dict__.setdefault("_group_cache", OrderedDict())
-        key = partition.tobytes()
-        if key not in cache:
-            cache[key] = self._groups(partition)
-            if len(cache) > 256:
-                cache.popitem(last=False)
-        cache.move_to_end(key)
-        return cache[key]
+        return _GROUPS.get((self, partition.tobytes()), lambda: self._groups(partition),
+                           lambda g: g[0].nbytes + 100 * g[2])  # (~100 bytes a token of outlines' vocabulary)
 
     def _groups(self, partition: np.ndarray):
         from outlines_core.fsm.regex import Vocabulary
 
         spellings, buckets, of_token, _ = self.symbols
         classes = partition.astype(np.int16 if partition.max(initial=0) < 2**15 else np.int32)
-        seen: dict[bytes, int] = {}  # rows told apart by their bytes (cheaper than np.unique's sort; lengths differ
-        group = np.empty(len(spellings), dtype=np.int64)  # between buckets, and so do their rows' bytes)
+        seen: dict[bytes, int] = {}  # one numbering over all buckets (rows of different lengths differ in bytes)
+        group = np.empty(len(spellings), dtype=np.int64)
         for ids, table in buckets:
-            group[ids] = np.fromiter((seen.setdefault(row.tobytes(), len(seen)) for row in classes[table]), np.int64,
-                                     ids.size)
-        _, first = np.unique(group, return_index=True)
+            group[ids] = number_by_bytes((row.tobytes() for row in classes[table]), ids.size, seen)
+        first = first_of_each(group)
         vocabulary = Vocabulary.from_dict({spellings[i]: [g] for g, i in enumerate(first.tolist())})
         return np.where(of_token >= 0, group[of_token], first.size), vocabulary, first.size
 
@@ -894,6 +876,7 @@ class BytesLRU:
 
 _AUTOMATA = BytesLRU(512 * 2**20)
 _CHAR_FSMS = BytesLRU(128 * 2**20)
+_GROUPS = BytesLRU(128 * 2**20)  # token groups by (tokenizer, partition of its symbols)
 
 
 def _from_regex_cached(regex: str, tokenizer: _OutlinesTokenizer, intersections: Intersections = ()) -> TokenAutomaton:
@@ -912,7 +895,7 @@ def _from_regex(regex: str, tokenizer: _OutlinesTokenizer, intersections: Inters
             *moves, classes = composed.compose(regex, leaf, tokenizer.encode, len(tokenizer.tokenizer), MAX_STATES)
         except composed.CompositionTooLarge as exc:
             raise AutomatonTooLarge(f"the automaton of regex {str(regex)[:80]!r}... has {exc}") from None
-        return TokenAutomaton.from_moves(*moves, len(tokenizer.tokenizer), classes)
+        return TokenAutomaton.from_moves(*moves, classes)
     try:
         index, group, eos = _token_index(regex, tokenizer, intersections)
     except AutomatonTooLarge:
@@ -931,7 +914,7 @@ def _from_regex(regex: str, tokenizer: _OutlinesTokenizer, intersections: Inters
     of_group, kept = TokenClasses.of_moves(src, tok, dst, eos + 1)
     classes = TokenClasses(of_group.of[group], of_group.count)
     return TokenAutomaton.from_moves(src[kept], of_group.of[tok[kept]], dst[kept], torch.from_numpy(final),
-                                     int(np.searchsorted(labels, index.get_initial_state())), len(group), classes)
+                                     int(np.searchsorted(labels, index.get_initial_state())), classes)
 
 
 def _moves(transitions: dict[int, dict[int, int]]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -424,7 +424,7 @@ def _optional_prefixed_slot(literal: str, rest: str, tokenizer, length: int, int
     src, tok, dst = (torch.cat([torch.tensor([h[i] for h in head], dtype=torch.long), x])
                      for i, x in enumerate((a.src + m, a.tok, a.dst + m)))
     accepting = torch.cat([torch.tensor([True] + [False] * (m - 1)), a.accepting])
-    automaton = TokenAutomaton(src, tok, dst, accepting, 0, V, a.classes)  # sorted by (source, class), as the value's
+    automaton = TokenAutomaton(src, tok, dst, accepting, 0, a.classes)  # sorted by (source, class), as the value's
     # backward[k, s]: acceptance reachable from s in exactly length - k tokens, where s can be at position k
     backward = torch.zeros((length + 1, m + S), dtype=torch.bool)
     backward[:, 0] = True  # pads all the way

@@ -191,7 +191,7 @@ def compose(regex: Rx, leaf, encode, vocab_size: int, max_states: int):
                 gather(p)
 
     gather(regex.node)
-    classes, parents = TokenClasses.common(vocab_size, [a.token_classes for a in leaves.values()], sorted(literal_tokens))
+    classes, parents = TokenClasses.common(vocab_size, [a.classes for a in leaves.values()], sorted(literal_tokens))
     nfas = {}
     for (text, a), parent in zip(leaves.items(), parents):
         src, tok, dst = expand_moves(a.src.numpy(), a.tok.numpy(), a.dst.numpy(), parent)

@@ -84,7 +84,7 @@ def main(
             try:
                 with time_limit(timeout):
                     template = compile_schema(schema, tokenizer).template
-            except (DiffreasonError, TimeLimit, RecursionError):
+            except (DiffreasonError, TimeLimit):
                 continue
             cpu += time.process_time() - start
             compiled += 1

@@ -114,8 +114,6 @@ def run_eval(files, tokenizer, model=None, fillings: int = 2, seed: int = 0, pro
                 compiled = compile_schema(schema, tokenizer)
         except SchemaError as exc:
             reason = re.sub(r" at .*$", "", str(exc))[:90]
-        except RecursionError:
-            reason = "schema nesting too deep"
         except TimeLimit:
             reason = f"compile time limit ({compile_timeout:g} s)"
         if reason is not None:

@@ -1753,7 +1753,5 @@ def clear_compile_caches() -> None:
     scratch; what is kept per tokenizer is its vocabulary as outlines spells it)."""
     from diffreason import automaton, canvas
 
-    for cache in (_COMPILED, canvas._SLOTS, automaton._AUTOMATA, automaton._CHAR_FSMS):
+    for cache in (_COMPILED, canvas._SLOTS, automaton._AUTOMATA, automaton._CHAR_FSMS, automaton._GROUPS):
         cache.clear()
-    for tokenizer in automaton._OutlinesTokenizer._cache.values():  # token groups per alphabet
-        tokenizer.__dict__.pop("_group_cache", None)
