@@ -899,38 +899,59 @@ def test_compile_benchmark_runs_and_refuses_a_missing_directory(tmp_path):
         assert re.search(r"best round: \d+\.\d µs per position", p.stdout)
 
 
-def test_flattened_2020_12_metaschema_accepts_what_the_original_accepts():
-    """check_schema's fast path (draft 2020-12's metaschema as one schema, without dynamic references) agrees with
-    jsonschema's own metaschema check on real schemas and on copies with one keyword given a wrong value."""
+def test_rust_metaschema_verdict_is_jsonschemas():
+    """check_schema's fast verdict (jsonschema-rs over jsonschema's metaschema documents) agrees with jsonschema's own
+    metaschema check, every draft, on real schemas and on copies with one keyword given a wrong value."""
     import copy
     import random
     from pathlib import Path
 
-    from diffreason.tasks.json_schema import _flat_metaschema_2020_12
+    from diffreason.tasks.json_schema import _metaschema_accepts
 
-    draft = jsonschema.Draft202012Validator
-    original, flat = draft(draft.META_SCHEMA), _flat_metaschema_2020_12()
+    d4, d7 = (f"http://json-schema.org/draft-0{n}/schema#" for n in (4, 7))
     schemas = [{"type": "object", "properties": {"a": {"$ref": "#/$defs/a"}}, "$defs": {"a": {"minItems": 2}}},
                {"properties": {"a": {"minItems": -1}}}, {"$defs": {"a": {"type": "strin"}}}, {"prefixItems": []},
-               {"dependencies": {"a": ["b", "b"]}}, {"$anchor": "1x"}, {"if": {"const": 1}, "then": False}]
+               {"dependencies": {"a": ["b", "b"]}}, {"$anchor": "1x"}, {"if": {"const": 1}, "then": False},
+               # jsonschema-rs's own draft 4 metaschema lets `enum` be empty or repeat; the official one does not
+               {"$schema": d4, "enum": ["a", "a"]}, {"$schema": d4, "properties": {"x": {"enum": []}}},
+               {"$schema": d7, "enum": ["a", "a"]}, {"$schema": d4, "pattern": "^\\{d}"},  # formats not asserted
+               {"$schema": d7, "properties": {"a": {"type": ["string", "strin"]}}}]
     bench = Path(__file__).resolve().parents[1].parent / "shared" / "jsonschemabench" / "schemas"
     rng = random.Random(0)
-    for f in rng.sample(sorted(bench.glob("*.json")), 200) if bench.is_dir() else []:
+    for f in rng.sample(sorted(bench.glob("*.json")), 300) if bench.is_dir() else []:
         schema = json.loads(f.read_text())["schema"]
-        if jsonschema.validators.validator_for(schema, default=draft) is draft:
-            nodes = []
-            stack = [copy.deepcopy(schema)]
-            while stack:
-                x = stack.pop()
-                if isinstance(x, dict):
-                    nodes.append(x)
-                stack += list(x.values()) if isinstance(x, dict) else x if isinstance(x, list) else []
-            rng.choice(nodes)[rng.choice(["type", "minimum", "items", "required", "enum", "$ref", "properties"])] = (
-                rng.choice([1, "x", [], {}, -1, None, ["a", "a"]]))
-            schemas += [schema, nodes[0]]
-    verdicts = [original.is_valid(s) for s in schemas]
-    assert [flat.is_valid(s) for s in schemas] == verdicts
+        nodes = []
+        stack = [copy.deepcopy(schema)]
+        while stack:
+            x = stack.pop()
+            if isinstance(x, dict):
+                nodes.append(x)
+            stack += list(x.values()) if isinstance(x, dict) else x if isinstance(x, list) else []
+        rng.choice(nodes)[rng.choice(["type", "minimum", "items", "required", "enum", "$ref", "properties", "pattern",
+                                      "additionalProperties", "anyOf", "uniqueItems", "definitions", "$defs"])] = (
+            rng.choice([1, "x", [], {}, -1, None, ["a", "a"], "[", {"a": 1}]))
+        schemas += [schema, nodes[0]]
+    drafts = [jsonschema.validators.validator_for(s, default=jsonschema.Draft202012Validator) for s in schemas]
+    verdicts = [cls(cls.META_SCHEMA).is_valid(s) for cls, s in zip(drafts, schemas)]
+    assert [_metaschema_accepts(cls, s) for cls, s in zip(drafts, schemas)] == verdicts
     assert 0 < sum(verdicts) < len(verdicts)  # both kinds were checked
+    assert {cls.__name__ for cls in drafts} >= {"Draft4Validator", "Draft7Validator", "Draft202012Validator"}
+
+
+def test_metaschema_check_of_what_jsonschema_rs_cannot_read():
+    """Values that are not JSON, and nesting past the native stack's reach, go to jsonschema (no crash, its verdict)."""
+    from diffreason.tasks.json_schema import check_schema
+
+    with pytest.raises(SchemaError, match="at /required"):  # jsonschema-rs reads a tuple as an array
+        check_schema({"type": "object", "required": ("a",)})
+    with pytest.raises(SchemaError, match="at /maximum"):
+        check_schema({"maximum": {10**30: 1}})
+    check_schema({"type": "object", "required": ["a"], "maximum": 10**30})
+    deep = {"type": "string"}
+    for _ in range(20_000):  # jsonschema-rs overflows the native stack on this (the process dies)
+        deep = {"type": "object", "properties": {"a": deep}}
+    with pytest.raises(RecursionError):
+        check_schema(deep)
 
 
 def _value_language(schema):
