@@ -35,8 +35,8 @@ class Slot:
 
     start: int
     length: int
-    automaton: TokenAutomaton
-    backward: "torch.Tensor" = field(repr=False, compare=False, default=None)
+    automaton: TokenAutomaton | PrefixedAutomaton  # what the engine asks of it: `accepts`, `best_path`, `vocab_size`
+    backward: "torch.Tensor" = field(repr=False, compare=False, default=None)  # for `best_path` (None: it derives it)
 
     def shifted(self, offset: int) -> "Slot":
         return replace(self, start=self.start + offset)
@@ -404,7 +404,7 @@ def _optional_prefixed_slot(literal: str, rest: str, tokenizer, length: int, int
     member's own part is its literal's tokens in front, and the all-pad path of leaving it out. Same language, same
     allowed sets and the same commit as composing the whole regex, without building one automaton per member name.
     None when `rest` does not fit what is left (the composed automaton handles that: only pads)."""
-    ids = list(_OutlinesTokenizer.wrap(tokenizer).encode(literal))
+    ids = tuple(_OutlinesTokenizer.wrap(tokenizer).encode(literal))
     m, pad = len(ids), tokenizer.pad_token_id
     if not 0 < m < length:
         return None
@@ -413,28 +413,51 @@ def _optional_prefixed_slot(literal: str, rest: str, tokenizer, length: int, int
     except TemplateError:
         return None
     value = inner.slots[0]
-    a = value.automaton  # padded: its last state is the pad sink, which only takes pads
-    S, V = a.num_states, a.vocab_size
-    a = a.with_own_classes(ids)  # the literal's tokens, classes of their own
-    c = [a.class_of(t) for t in ids]
-    # states: 0 = start (accepting: the member left out), 1..m-1 = inside the literal, m + s = the value's state s
-    first = sorted([(c[0], m + a.initial if m == 1 else 1), (a.class_of(pad), m + S - 1)])
-    chain = [(j, c[j], m + a.initial if j == m - 1 else j + 1) for j in range(1, m)]
-    head = [(0, t, d) for t, d in first] + chain
-    src, tok, dst = (torch.cat([torch.tensor([h[i] for h in head], dtype=torch.long), x])
-                     for i, x in enumerate((a.src + m, a.tok, a.dst + m)))
-    accepting = torch.cat([torch.tensor([True] + [False] * (m - 1)), a.accepting])
-    automaton = TokenAutomaton(src, tok, dst, accepting, 0, a.classes)  # sorted by (source, class), as the value's
-    # backward[k, s]: acceptance reachable from s in exactly length - k tokens, where s can be at position k
-    backward = torch.zeros((length + 1, m + S), dtype=torch.bool)
-    backward[:, 0] = True  # pads all the way
-    backward[torch.arange(1, m), torch.arange(1, m)] = True  # inside the literal: the value fits what is left
-    backward[m:, m:] = value.backward
-    backward[:, m + S - 1] = True
+    V = value.automaton.vocab_size
     masks = torch.zeros((m, V), dtype=torch.bool)
     masks[torch.arange(m), torch.tensor(ids)] = True
     masks = torch.cat([masks, inner.masks])
     masks[:, pad] = True
     mask_index = torch.cat([torch.arange(m), inner.mask_index + m])
-    return CanvasTemplate._of(V, torch.full((length,), FREE), mask_index, masks,
-                              slots=[Slot(0, length, automaton, backward)])
+    automaton = PrefixedAutomaton(ids, pad, value.automaton, value.backward)
+    return CanvasTemplate._of(V, torch.full((length,), FREE), mask_index, masks, slots=[Slot(0, length, automaton)])
+
+
+@dataclass(frozen=True, eq=False)
+class PrefixedAutomaton:
+    """The language of an optional member's slot: all pads (the member left out), or its literal's tokens then a
+    value of `value`'s padded language. A slot's automaton as far as the engine asks (`accepts`, `best_path`), without
+    building the merged one: the member's tokens would each need a class of their own and every move of the shared
+    value automaton a copy on them, for each member name."""
+
+    literal: tuple[int, ...]
+    pad: int
+    value: TokenAutomaton  # padded: after a complete value only pads
+    value_backward: torch.Tensor  # the value's slot's backward sets, for the positions after the literal
+
+    @property
+    def vocab_size(self) -> int:
+        return self.value.vocab_size
+
+    @property
+    def nbytes(self) -> int:
+        return self.value.nbytes + self.value_backward.numel() + 8 * len(self.literal)
+
+    def accepts(self, tokens) -> bool:
+        tokens = [int(t) for t in tokens]
+        if all(t == self.pad for t in tokens):
+            return True
+        m = len(self.literal)
+        return tuple(tokens[:m]) == self.literal and self.value.accepts(tokens[m:])
+
+    def best_path(self, log_probs: torch.Tensor, backward: torch.Tensor | None = None) -> list[int]:
+        """The better of the two ways to fill len(log_probs) positions (`backward` is the value's own; ignored)."""
+        m = len(self.literal)
+        lp = log_probs.double().nan_to_num(neginf=-1e30)  # scored as TokenAutomaton.best_path scores
+        value = self.value.best_path(log_probs[m:], self.value_backward)
+        written = list(self.literal) + value
+        left_out = [self.pad] * len(log_probs)
+        at = torch.arange(len(log_probs))
+        if float(lp[at, torch.tensor(written)].sum()) > float(lp[:, self.pad].sum()):
+            return written
+        return left_out

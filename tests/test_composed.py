@@ -110,3 +110,15 @@ def test_optional_member_slot_is_the_composed_slot(prefix, rest, length, tokeniz
     for _ in range(3):
         scores = torch.randn(length, len(tokenizer), generator=generator).log_softmax(-1)
         assert slot.automaton.best_path(scores, slot.backward) == composed.best_path(scores, backward)
+
+
+def test_optional_member_slot_is_built_from_its_value_slot():
+    """(what the test above compares, when the member fits: not the composed automaton again)"""
+    from diffreason.canvas import PrefixedAutomaton
+
+    template = CanvasTemplate.from_regex(optional(seq(lit(',"key":'), group("[a-z]{1,3}"))), TOK, 9)
+    assert isinstance(template.slots[0].automaton, PrefixedAutomaton)
+    pad = lambda ids: ids + [TOK.pad_token_id] * (9 - len(ids))  # noqa: E731
+    assert template.violations(pad(TOK.encode(',"key":ab', add_special_tokens=False))) == []
+    assert template.violations(pad(TOK.encode(',"kez":ab', add_special_tokens=False))) == list(range(9))
+    assert template.violations(pad([])) == []
