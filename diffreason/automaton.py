@@ -152,6 +152,38 @@ def expand_moves(src, tok, dst, parent: np.ndarray):
     return np.repeat(src, reps), children[np.repeat(starts[tok], reps) + offsets], np.repeat(dst, reps)
 
 
+class _Sweep:
+    """Rows 0, 1, ... of a reachability table: row k + 1 holds the targets of the (source, target) pairs whose
+    source is in row k. Rows are computed when first asked for, in blocks of 32, and stop at a fixed point."""
+
+    def __init__(self, first: np.ndarray, sources: np.ndarray, targets: np.ndarray):
+        self.table = np.zeros((32, first.size), dtype=bool)
+        self.table[0] = first
+        self.sources, self.targets = sources, targets
+        self.done, self.fixed = 1, False  # rows computed; row done - 1 repeats the one before it
+
+    def rows(self, n: int) -> np.ndarray:
+        table = self.table
+        if table.shape[0] < n:
+            table = self.table = np.concatenate([table, np.zeros((-(-n // 32) * 32 - table.shape[0], table.shape[1]),
+                                                                 dtype=bool)])
+        if self.done < n:
+            k = self.done
+            if not self.fixed:
+                sources, targets = self.sources, self.targets
+                while k < n:
+                    table[k, targets[table[k - 1, sources]]] = True
+                    k += 1
+                    if table[k - 1].tobytes() == table[k - 2].tobytes():
+                        self.fixed = True
+                        break
+            if self.fixed:
+                table[k:] = table[k - 1]
+                k = table.shape[0]
+            self.done = k
+        return table[:n]
+
+
 @dataclass(frozen=True, eq=False)
 class TokenAutomaton:
     """A deterministic automaton over token ids, kept as its moves (source state, token class, target state), sorted
@@ -329,33 +361,18 @@ class TokenAutomaton:
         return allowed, forward, backward
 
     def _reach(self, length: int) -> tuple[np.ndarray, np.ndarray]:
-        """(reached [n, S], finishing [n, S]) for n > length: reached[k, s] — s is reachable from the start in exactly
+        """(reached [length+1, S], finishing [length+1, S]): reached[k, s] — s is reachable from the start in exactly
         k tokens; finishing[j, s] — acceptance is reachable from s in exactly j tokens. Neither depends on a slot's
-        length, so slots of one value at several lengths share them: kept with the automaton, grown on demand.
-        Each row is a function of the row before it, so once a row repeats its predecessor every later row is the
-        same (the usual case: past the value's longest spelling only the pad sink is reached, and every state that
-        can finish at all can finish in any number of tokens): the sweep stops there and copies it."""
+        length, so slots of one value at several lengths share them: kept with the automaton, grown on demand, each
+        row computed once. Each row is a function of the row before it, so once a row repeats its predecessor every
+        later row is the same (the usual case: past the value's longest spelling only the pad sink is reached, and
+        every state that can finish at all can finish in any number of tokens): the sweep stops there and copies it."""
         src, dst, _ = self.state_pairs
-        tables = self.__dict__.get("_reach_tables")
-        have = 0 if tables is None else tables[0].shape[0]
-        if have <= length:
-            n = -(-(length + 1) // 32) * 32  # in steps of 32 positions: a few extensions at most
-            grown = []
-            for t, (start, sources, targets) in enumerate(((self._start_row(), src, dst),
-                                                           (self.accepting.numpy(), dst, src))):
-                table = np.zeros((n, self.num_states), dtype=bool)
-                if have:
-                    table[:have] = tables[t]
-                else:
-                    table[0] = start
-                k = max(have, 1)
-                while k < n and not (k >= 2 and np.array_equal(table[k - 1], table[k - 2])):
-                    table[k, targets[table[k - 1, sources]]] = True
-                    k += 1
-                table[k:] = table[k - 1]  # (a fixed point: every later row equals the last one computed)
-                grown.append(table)
-            tables = self.__dict__["_reach_tables"] = tuple(grown)
-        return tables
+        sweeps = self.__dict__.get("_reach_sweeps")
+        if sweeps is None:
+            sweeps = self.__dict__["_reach_sweeps"] = [_Sweep(self._start_row(), src, dst),
+                                                       _Sweep(self.accepting.numpy(), dst, src)]
+        return sweeps[0].rows(length + 1), sweeps[1].rows(length + 1)
 
     def _start_row(self) -> np.ndarray:
         row = np.zeros(self.num_states, dtype=bool)

@@ -267,23 +267,24 @@ class CanvasTemplate:
         if not parts:
             raise TemplateError("a template needs at least one position")
         vocab = parts[0].vocab_size
-        fixed, mask_index, masks, slots = [], [], [], []
+        slots, shifts = [], []
         offset = shift = 0
         for part in parts:
             if part.vocab_size != vocab:
                 raise TemplateError(f"cannot join templates over vocabularies {vocab} and {part.vocab_size}")
-            fixed.append(part.fixed)
-            mask_index.append(torch.where(part.mask_index >= 0, part.mask_index + shift, part.mask_index))
-            masks.append(part.masks)
-            slots.extend(s.shifted(offset) for s in part.slots)
+            slots += [Slot(s.start + offset, s.length, s.automaton, s.backward) for s in part.slots]
+            shifts.append(shift)
             offset += len(part)
             shift += part.masks.shape[0]
-        index = torch.cat(mask_index)
-        stacked = torch.cat(masks)
+        # each part's mask numbers move past the masks of the parts before it (one vectorised shift for all parts)
+        index = torch.cat([part.mask_index for part in parts])
+        moved = torch.repeat_interleave(torch.tensor(shifts), torch.tensor([len(part) for part in parts]))
+        index = torch.where(index >= 0, index + moved, index)
+        stacked = torch.cat([part.masks for part in parts])
         if len(parts) > 2 and stacked.shape[0] > 1:
             stacked, inverse = _unique_rows(stacked)
             index = torch.where(index >= 0, inverse[index.clamp(min=0)], index)
-        return cls._of(vocab, torch.cat(fixed), index, stacked, slots)  # (parts are templates: checked already)
+        return cls._of(vocab, torch.cat([part.fixed for part in parts]), index, stacked, slots)  # (parts: checked)
 
 
 @dataclass
