@@ -735,7 +735,9 @@ class _Compiler:
                 out[key] = merged
 
     def text(self, s: str) -> CanvasTemplate:
-        return CanvasTemplate._of(self.vocab, torch.tensor(token_ids(self.tokenizer, s)))  # every position fixed
+        """Every position fixed: the tokens of `s` (kept per tokenizer: braces, commas and member names recur)."""
+        return _TEXTS.get((s, self.tokenizer), lambda: CanvasTemplate._of(
+            self.vocab, torch.tensor(token_ids(self.tokenizer, s))), lambda t: 64 + t.nbytes)
 
     def regex_limit(self, schema: Any, seen: tuple) -> int:
         """The longest regex a slot may hold for `schema`: an enum / const is an alternation of literals, whose
@@ -1761,12 +1763,13 @@ def compile_schema(
 # Compiled schemas by (canonical schema, tokenizer, budget): a server or a program that sends the same schema again
 # pays the compile once. Templates are never modified in place, so sharing them is safe.
 _COMPILED = BytesLRU(512 * 2**20)
+_TEXTS = BytesLRU(16 * 2**20)
 
 
 def clear_compile_caches() -> None:
-    """Forget compiled schemas, slots, token and character automata, token groups (benchmarks time compiles from
-    scratch; what is kept per tokenizer is its vocabulary as outlines spells it)."""
+    """Forget compiled schemas, fixed texts, slots, token and character automata, token groups (benchmarks time
+    compiles from scratch; what is kept per tokenizer is its vocabulary as outlines spells it)."""
     from diffreason import automaton, canvas
 
-    for cache in (_COMPILED, canvas._SLOTS, automaton._AUTOMATA, automaton._CHAR_FSMS, automaton._GROUPS):
+    for cache in (_COMPILED, _TEXTS, canvas._SLOTS, automaton._AUTOMATA, automaton._CHAR_FSMS, automaton._GROUPS):
         cache.clear()
