@@ -114,16 +114,29 @@ class TokenClasses:
         pairs = np.ascontiguousarray(np.stack([src[order], dst[order]], axis=1))
         ends = np.cumsum(np.bincount(tok, minlength=vocab_size))
         starts = np.concatenate([[0], ends[:-1]])
-        of = number_by_bytes((pairs[a:b].tobytes() for a, b in zip(starts.tolist(), ends.tolist())), vocab_size)
+        raw, width = pairs.tobytes(), pairs.itemsize * 2
+        of = number_by_bytes([raw[a * width : b * width] for a, b in zip(starts.tolist(), ends.tolist())])
         first = first_of_each(of)
         return TokenClasses(of, first.size), first[of[tok]] == tok
 
 
-def number_by_bytes(keys, count: int, seen: dict | None = None) -> np.ndarray:
-    """The `count` byte strings of `keys` numbered 0, 1, ... in order of first appearance (equal strings, equal
-    numbers; `seen` carries the numbering over several calls). A dict of bytes is cheaper than np.unique's sort."""
-    seen = {} if seen is None else seen
-    return np.fromiter((seen.setdefault(key, len(seen)) for key in keys), dtype=np.int64, count=count)
+def number_by_bytes(keys: list[bytes]) -> np.ndarray:
+    """The byte strings `keys` numbered 0, 1, ... in order of first appearance (equal strings, equal numbers): dicts
+    in C, cheaper than np.unique's sort."""
+    number = {key: i for i, key in enumerate(dict.fromkeys(keys))}  # (a dict keeps first appearances in order)
+    return np.fromiter(map(number.__getitem__, keys), dtype=np.int64, count=len(keys))
+
+
+def number_rows(rows: np.ndarray) -> tuple[np.ndarray, int]:
+    """(numbers [m], count): the rows of a 2-d array numbered 0, 1, ... in order of first appearance (equal rows,
+    equal numbers), by their bytes, taken as one list in C (no Python loop per row: a vocabulary's spellings are tens
+    of thousands of rows)."""
+    m, n = rows.shape
+    if n == 0:
+        return np.zeros(m, dtype=np.int64), min(m, 1)
+    rows = np.ascontiguousarray(rows)
+    numbers = number_by_bytes(rows.view(np.dtype((np.void, rows.dtype.itemsize * n))).reshape(-1).tolist())
+    return numbers, int(numbers.max(initial=-1)) + 1
 
 
 def first_of_each(numbers: np.ndarray) -> np.ndarray:
@@ -133,7 +146,7 @@ def first_of_each(numbers: np.ndarray) -> np.ndarray:
 
 def unique_rows(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(distinct rows of a bool matrix in order of first appearance, each row's index among them)."""
-    inverse = number_by_bytes((row.tobytes() for row in np.packbits(rows, axis=1)), rows.shape[0])
+    inverse, _ = number_rows(np.packbits(rows, axis=1))
     return rows[first_of_each(inverse)], inverse
 
 
@@ -525,10 +538,12 @@ class _OutlinesTokenizer:
 
         spellings, buckets, of_token, _ = self.symbols
         classes = partition.astype(np.int16 if partition.max(initial=0) < 2**15 else np.int32)
-        seen: dict[bytes, int] = {}  # one numbering over all buckets (rows of different lengths differ in bytes)
         group = np.empty(len(spellings), dtype=np.int64)
+        count = 0  # spellings of different lengths are never alike: each bucket numbers its own after the last
         for ids, table in buckets:
-            group[ids] = number_by_bytes((row.tobytes() for row in classes[table]), ids.size, seen)
+            numbers, found = number_rows(classes[table])
+            group[ids] = numbers + count
+            count += found
         first = first_of_each(group)
         vocabulary = Vocabulary.from_dict({spellings[i]: [g] for g, i in enumerate(first.tolist())})
         return np.where(of_token >= 0, group[of_token], first.size), vocabulary, first.size

@@ -335,6 +335,23 @@ def test_splitting_and_refining_token_partitions(a, b, singles):
     assert all((p.of == q[many.of]).all() for p, q in zip([pa, pb] * 6 + [fine] * 3, parents))
 
 
+@settings(max_examples=60, deadline=None)
+@given(bits=st.integers(1, 12), width=st.integers(0, 40), rows=st.integers(0, 30), seed=st.integers(0, 2**16))
+def test_rows_are_numbered_by_first_appearance(bits, width, rows, seed):
+    """`number_rows` numbers equal rows alike, by first appearance — as numbering each row's bytes does."""
+    import numpy as np
+
+    from diffreason.automaton import number_rows
+
+    rng = np.random.default_rng(seed)
+    matrix = rng.integers(0, 2**bits, size=(rows, width))
+    matrix = matrix[rng.integers(0, max(rows, 1), size=rows)] if rows else matrix  # repeats
+    seen = {}
+    expected = [seen.setdefault(tuple(row), len(seen)) for row in matrix.tolist()]
+    numbers, count = number_rows(matrix.astype(np.int32))
+    assert numbers.tolist() == expected and count == len(seen)
+
+
 @pytest.mark.parametrize("regex", REGEXES)
 def test_slot_masks_are_the_distinct_allowed_sets(regex):
     """`slot_masks` (deduplicated over token classes) gives each position exactly `slot_sets`' allowed set, each
