@@ -399,7 +399,9 @@ class TokenAutomaton:
         return int(hits[0]) if hits.size else None
 
     def best_path(self, log_probs: torch.Tensor, backward: torch.Tensor | None = None) -> list[int]:
-        """The complete path of len(log_probs) tokens maximising the summed log-probabilities (Viterbi)."""
+        """The complete path of len(log_probs) tokens maximising the summed log-probabilities (Viterbi). Columns past
+        the automaton's vocabulary (a model's embedding rows past its tokenizer's) are never on a path."""
+        log_probs = log_probs[:, : self.vocab_size]
         length, V = log_probs.shape
         S = self.num_states
         if backward is None:

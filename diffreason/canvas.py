@@ -81,7 +81,7 @@ class CanvasTemplate:
 
     def with_vocab(self, vocab_size: int) -> "CanvasTemplate":
         """The same template over a larger vocabulary (a model whose embedding table is padded past its tokenizer):
-        the extra ids are never allowed at restricted positions."""
+        the extra ids are never allowed at restricted positions, and slots commit over the tokenizer's ids."""
         if vocab_size == self.vocab_size:
             return self
         if vocab_size < self.vocab_size:
@@ -157,8 +157,8 @@ class CanvasTemplate:
         for slot in self.slots:
             if slot.start < 0 or slot.start + slot.length > n:
                 raise TemplateError(f"slot [{slot.start}, {slot.start + slot.length}) lies outside the template ({n})")
-            if slot.automaton.vocab_size != v:
-                raise TemplateError("a slot's automaton is over another vocabulary than the template")
+            if slot.automaton.vocab_size > v:  # (fewer: the template's was widened past the tokenizer, `with_vocab`)
+                raise TemplateError("a slot's automaton is over a larger vocabulary than the template")
         both = ((self.fixed >= 0) & (self.mask_index >= 0)).nonzero()
         if both.numel():
             i = int(both[0])

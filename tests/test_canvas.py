@@ -75,3 +75,23 @@ def test_dense_constraint():
     assert bool(c.allowed[0, 2].all()) and bool(c.allowed[1].all())
     assert c.row_restricted == [True, False]
     assert CanvasConstraint.from_templates([b, b]) is None
+
+
+def test_slots_over_a_vocabulary_widened_past_the_tokenizer():
+    """`with_vocab` (a model's embedding table padded past its tokenizer, as the SGLang plugin meets it) keeps the
+    slots: the extra ids are allowed nowhere, and a commit never picks one however high its score."""
+    from diffreason.composed import group, lit, optional, seq
+    from diffreason.tokenizer import train_byte_bpe
+
+    tok = train_byte_bpe()
+    V = len(tok)
+    for regex in ['"[a-z]{1,3}"', optional(seq(lit(',"k":'), group("[0-9]{1,2}")))]:
+        template = CanvasTemplate.from_regex(regex, tok, 7).with_vocab(V + 5)
+        assert template.vocab_size == V + 5 and not template.masks[:, V:].any()
+        slot = template.slots[0]
+        scores = torch.randn(7, V + 5, generator=torch.Generator().manual_seed(0)).log_softmax(-1)
+        scores[:, V:] = 0.0  # the best score there is
+        path = slot.automaton.best_path(scores, slot.backward)
+        assert max(path) < V and template.violations(path) == []
+        constraint = CanvasConstraint.from_templates([template])
+        assert constraint.allowed.shape[-1] == V + 5 and not constraint.allowed[..., V:].any()
