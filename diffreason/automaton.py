@@ -521,34 +521,52 @@ class _OutlinesTokenizer:
             of_token[self.reduced_vocabulary[text]] = i
         return spellings, buckets, of_token, list(names)
 
-    def groups(self, mapping: dict, anything: int) -> tuple[np.ndarray, "Vocabulary", int]:
+    def groups(self, mapping: dict, anything: int, live=None) -> tuple[np.ndarray, "Vocabulary", int]:
         """Tokens grouped by the transition keys an FSM alphabet (`mapping`, `anything`: its fsm_info's) reads them
         as — tokens of one group move alike in every FSM over that alphabet: (group of each token id [V], G for
         tokens outlines leaves out), outlines' vocabulary of one token per group, whose ids are the group numbers,
-        and G. Kept per partition of the symbols (JSON values of one kind share it, whatever their keys' numbers)."""
+        and G. `live`: the keys some state of the FSM moves on (None: all); a token holding any other key moves from
+        no state, so it is left out too (a JSON string's FSM reads no byte of a multi-byte character: a BPE's
+        tokens that hold one stop being thousands of groups). Kept per partition of the symbols (JSON values of one
+        kind share it, whatever their keys' numbers)."""
         _, _, _, names = self.symbols
         keys = np.array([mapping.get(name, anything) for name in names], dtype=np.int64)
+        dead = np.zeros(keys.size, dtype=bool) if live is None else ~np.isin(keys, np.fromiter(live, dtype=np.int64))
+        keys[dead] = -1
         _, first, inverse = np.unique(keys, return_index=True, return_inverse=True)
         rank = np.empty(first.size, dtype=np.int64)
         rank[np.argsort(first)] = np.arange(first.size)
         partition = rank[inverse.reshape(-1)]  # keys renumbered by first appearance: equal iff the partitions are
-        return _GROUPS.get((self, partition.tobytes()), lambda: self._groups(partition),
+        dead_class = int(partition[dead.argmax()]) if dead.any() else -1
+        return _GROUPS.get((self, partition.tobytes(), dead_class), lambda: self._groups(partition, dead_class),
                            lambda g: g[0].nbytes + 100 * g[2])  # (~100 bytes a token of outlines' vocabulary)
 
-    def _groups(self, partition: np.ndarray):
+    def _groups(self, partition: np.ndarray, dead_class: int):
         from outlines_core.fsm.regex import Vocabulary
 
         spellings, buckets, of_token, _ = self.symbols
         classes = partition.astype(np.int16 if partition.max(initial=0) < 2**15 else np.int32)
-        group = np.empty(len(spellings), dtype=np.int64)
+        group = np.full(len(spellings), -1, dtype=np.int64)  # -1: holds a symbol no state moves on
         count = 0  # spellings of different lengths are never alike: each bucket numbers its own after the last
         for ids, table in buckets:
-            numbers, found = number_rows(classes[table])
+            rows = classes[table]
+            if dead_class >= 0:
+                alive = ~(rows == dead_class).any(axis=1)
+                ids, rows = ids[alive], rows[alive]
+            numbers, found = number_rows(rows)
             group[ids] = numbers + count
             count += found
-        first = first_of_each(group)
+        if count == 0:  # (no token moves anywhere: one group stands for all, so outlines' vocabulary is not empty)
+            group[:] = 0
+            count = 1
+        spelled = np.flatnonzero(group >= 0)
+        first = spelled[first_of_each(group[spelled])]
         vocabulary = Vocabulary.from_dict({spellings[i]: [g] for g, i in enumerate(first.tolist())})
-        return np.where(of_token >= 0, group[of_token], first.size), vocabulary, first.size
+        of_group = np.full(of_token.size, count, dtype=np.int64)
+        has = of_token >= 0
+        of_group[has] = group[of_token[has]]
+        of_group[of_group < 0] = count
+        return of_group, vocabulary, count
 
     def encode(self, text: str) -> tuple[int, ...]:
         """Token ids of `text` (a literal), memoised (a tuple: callers share it): member names recur across schemas."""
@@ -843,7 +861,8 @@ def _token_index(regex: str, tokenizer: _OutlinesTokenizer, intersections: Inter
     # what outlines' create_fsm_index_tokenizer does, over one token per group of tokens that this FSM's alphabet
     # reads alike (a few thousand of a 32k vocabulary; see _OutlinesTokenizer.groups)
     info = byte_fsm.fsm_info
-    group, vocabulary, count = tokenizer.groups(info.alphabet_symbol_mapping, info.alphabet_anything_value)
+    live = set().union(*byte_fsm.map.values())
+    group, vocabulary, count = tokenizer.groups(info.alphabet_symbol_mapping, info.alphabet_anything_value, live)
     return Index(info, vocabulary, count, frozenset()), group, count  # (EOS: the "no group" number, moving nowhere)
 
 

@@ -291,6 +291,18 @@ def test_tokens_are_read_as_outlines_reads_them(regex):
         for t in ids:
             assert keys.setdefault(int(group[t]), tuple(theirs[text])) == tuple(theirs[text])
     assert len(keys) == count and (group[[TOK.eos_token_id, TOK.pad_token_id]] == count).all()
+    # with the keys the FSM moves on: a token holding another one is left out (moves from no state), the rest as above
+    live = set().union(*_byte_fsm(regex).map.values())
+    group, vocabulary, count = tokenizer.groups(mapping, info.alphabet_anything_value, live)
+    keys, left_out = {}, 0
+    for text, ids in tokenizer.reduced_vocabulary.items():
+        for t in ids:
+            if set(theirs[text]) <= live:
+                assert keys.setdefault(int(group[t]), tuple(theirs[text])) == tuple(theirs[text])
+            else:
+                assert group[t] == count
+                left_out += 1
+    assert len(keys) == count and left_out > 0 and len(set(keys.values())) == count
 
 
 def _partition(labels):
