@@ -61,6 +61,16 @@ def test_concatenation_shifts_mask_indices():
     b = CanvasTemplate.from_positions(20, [{7}, None])
     c = a + b
     assert len(c) == 4 and c.allowed(0).tolist() == [1, 2] and c.allowed(2).tolist() == [7]
+    # a part given twice (its masks stored once), and a part whose masks equal another's without being the same tensor
+    twin = CanvasTemplate.from_positions(20, [{1, 2}, 3])
+    def view(t, i):
+        allowed = t.allowed(i)
+        return int(t.fixed[i]), None if allowed is None else allowed.tolist()
+
+    for parts in ([a, b, a], [a, a], [b, a, twin, b, a]):
+        joined = CanvasTemplate.join(parts)
+        assert [view(joined, i) for i in range(len(joined))] == [view(p, i) for p in parts for i in range(len(p))]
+        assert joined.masks.shape[0] == len({tuple(m.tolist()) for p in parts for m in p.masks})
     with pytest.raises(TemplateError, match="vocabularies"):
         a + CanvasTemplate.from_positions(21, [1])
 
