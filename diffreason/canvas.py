@@ -263,7 +263,7 @@ class CanvasTemplate:
     @classmethod
     def join(cls, parts: Sequence["CanvasTemplate"]) -> "CanvasTemplate":
         """Concatenate templates in one pass (repeated `+` would copy the growing masks each time); equal masks
-        are stored once."""
+        are stored once (of more than two parts: `+` skips that pass)."""
         if not parts:
             raise TemplateError("a template needs at least one position")
         vocab = parts[0].vocab_size
