@@ -452,7 +452,8 @@ class PrefixedAutomaton:
         return tuple(tokens[:m]) == self.literal and self.value.accepts(tokens[m:])
 
     def best_path(self, log_probs: torch.Tensor, backward: torch.Tensor | None = None) -> list[int]:
-        """The better of the two ways to fill len(log_probs) positions (`backward` is the value's own; ignored)."""
+        """The better of the two ways to fill len(log_probs) positions (a tie leaves the member out; `backward`:
+        ignored, the value's own is kept)."""
         m = len(self.literal)
         lp = log_probs.double().nan_to_num(neginf=-1e30)  # scored as TokenAutomaton.best_path scores
         value = self.value.best_path(log_probs[m:], self.value_backward)
