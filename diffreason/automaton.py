@@ -801,6 +801,13 @@ def _substitute(node, leaves: dict):
 def _parse(regex: str, intersections: Intersections):
     import interegular
 
+    from diffreason.composed import Choice
+
+    if isinstance(regex, Choice) and not intersections:  # the pattern interegular would parse: a group a char
+        from interegular.patterns import Pattern, _CharGroup, _Concatenation
+
+        return Pattern(tuple(_Concatenation(tuple(_CharGroup(frozenset(c), False) for c in text))
+                             for text in regex.texts))
     pattern = interegular.parse_pattern(regex)
     if intersections:
         node, complement = _intersection_node_cls()

@@ -39,8 +39,21 @@ class Rx(str):
         return out
 
 
+class Choice(str):
+    """`(t1|t2|...)` for literal texts (an enum's values), written with re.escape, keeping the texts: its character
+    automaton is built from them without parsing the regex (a long enum's regex was the costliest parse). A leaf."""
+
+    texts: tuple[str, ...]
+
+    def __new__(cls, texts) -> "Choice":
+        texts = tuple(texts)
+        out = super().__new__(cls, "(" + "|".join(re.escape(t) for t in texts) + ")")
+        out.texts = texts
+        return out
+
+
 def node_of(regex: str) -> Node:
-    return regex.node if isinstance(regex, Rx) else ("leaf", str(regex))
+    return regex.node if isinstance(regex, Rx) else ("leaf", regex if isinstance(regex, Choice) else str(regex))
 
 
 def lit(raw: str) -> Rx:

@@ -45,7 +45,7 @@ import torch
 
 from diffreason.automaton import AutomatonTooLarge, BytesLRU, Complement, TokenAutomaton, matches_nothing, token_ids
 from diffreason.canvas import CanvasTemplate
-from diffreason.composed import alt, group, lit, optional, repeat, seq
+from diffreason.composed import Choice, alt, group, lit, optional, repeat, seq
 from diffreason.errors import DiffreasonError, TemplateError
 from diffreason.regex_dfa import paused_gc
 from diffreason.tasks.json_pattern import (
@@ -806,7 +806,7 @@ class _Compiler:
             lits = [json.dumps(v, separators=(",", ":"), ensure_ascii=False) for v in values if self.valid(v, schema)]
             if not lits:
                 raise _NoValue(f"no '{key}' value satisfies the rest of the schema at {path}/{key}")
-            return "(" + "|".join(re.escape(v) for v in lits) + ")", max(len(v) for v in lits) + 2
+            return Choice(lits), max(len(v) for v in lits) + 2
         for key in ("anyOf", "oneOf"):
             if key in schema:
                 branches = self.alternatives(schema, key, path, seen)
@@ -1135,8 +1135,8 @@ class _Compiler:
         selections = [p for k in range(lo, hi + 1) for p in permutations(lits, k)]
         if len(selections) > 5000:
             self.fail(f"{path}/uniqueItems", f"unsupported keyword 'uniqueItems' over {len(lits)} items (too many orders)")
-        body = "|".join(re.escape("[" + ",".join(p) + "]") for p in selections)
-        return f"({body})", 2 + sum(sorted((len(x) + 1 for x in lits), reverse=True)[:hi])
+        return Choice("[" + ",".join(p) + "]" for p in selections), 2 + sum(sorted((len(x) + 1 for x in lits),
+                                                                              reverse=True)[:hi])
 
     def infer_type(self, schema: dict, path: str) -> str | None:
         """A type whose keywords the schema uses (its values then meet them; other types' keywords are moot), or
@@ -1191,7 +1191,7 @@ class _Compiler:
             texts = (format((step * k).normalize(), "f") for k in [0, *ks, *(-k for k in ks)])
             lits = [text for text in texts if self.valid(json.loads(text), schema)]  # (valid() honours EXCLUDED too)
             if lits:
-                return "(" + "|".join(re.escape(v) for v in lits) + ")", max(len(v) for v in lits)
+                return Choice(lits), max(len(v) for v in lits)
         if "multipleOf" not in schema:
             self.fail(f"{path}/not", "unsupported keyword 'not' (of multipleOf: no number tried, k or k/10 for "
                                      "|k| <= 9900, validates)")

@@ -114,3 +114,21 @@ def test_state_limit_holds_on_interegulars_construction_too(monkeypatch):
     monkeypatch.setattr(automaton, "MAX_STATES", 500)
     with pytest.raises(automaton.AutomatonTooLarge, match="exceeds 500 states"):
         automaton._char_fsm(r"(?=x)x[ab]*a[ab]{10}")
+
+
+def test_a_choice_of_literals_is_built_without_parsing_as_its_regex_would_be():
+    """An enum's `Choice` (literal texts kept) builds the character automaton its regex text parses to: specials,
+    escapes, non-ASCII and a literal that prefixes another included."""
+    import json
+
+    from diffreason.composed import Choice
+
+    values = [["a", "ab", "a.b", "(x|y)*", "\\", "é€", "", "\n\t"], 0, -1.5, 1e300, None, True, {"k": [1, "]"]}]
+    for texts in ([json.dumps(v, ensure_ascii=False) for v in values], ['"x"'], ["null", "nul"]):
+        choice = Choice(texts)
+        assert choice == "(" + "|".join(re.escape(t) for t in texts) + ")" and choice.texts == tuple(texts)
+        fast = regex_dfa.build_fsm(automaton._parse(choice, ()), automaton._intersection_node_cls(), 10_000)
+        parsed = automaton._parse(str(choice), ())
+        assert not isinstance(str(choice), Choice) and fast.equivalent(parsed.to_fsm())
+        for t in texts:
+            assert fast.accepts(t) and not fast.accepts(t + "q")
