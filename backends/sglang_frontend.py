@@ -30,7 +30,6 @@ Every gen and select reports its denoising steps per canvas in `state.get_meta_i
 from __future__ import annotations
 
 import queue
-import re
 import threading
 from pathlib import Path
 from typing import Any
@@ -42,6 +41,7 @@ from sglang.lang.choices import ChoicesDecision
 from sglang.lang.ir import REGEX_BOOL, REGEX_FLOAT, REGEX_INT, REGEX_STR
 
 from diffreason.canvas import CanvasTemplate
+from diffreason.composed import Choice
 from diffreason.engine import Engine, GenerationResult
 from diffreason.errors import ConfigError
 from diffreason.model import load_model
@@ -197,7 +197,7 @@ class DiffusionBackend(BaseBackend):
     def select(self, s, choices, temperature, choices_method=None):
         if not choices:
             raise ConfigError("select needs at least one choice")
-        regex = "(" + "|".join(re.escape(c) for c in choices) + ")"
+        regex = Choice(choices)
         longest = max(len(self.lm.tokenizer.encode(c, add_special_tokens=False)) for c in choices)
         template, _ = constraint_template(
             self.lm.tokenizer, self.lm.canvas_length, regex=regex, max_tokens=min(longest + 2, self.lm.canvas_length)

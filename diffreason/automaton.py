@@ -533,10 +533,7 @@ class _OutlinesTokenizer:
         keys = np.array([mapping.get(name, anything) for name in names], dtype=np.int64)
         dead = np.zeros(keys.size, dtype=bool) if live is None else ~np.isin(keys, np.fromiter(live, dtype=np.int64))
         keys[dead] = -1
-        _, first, inverse = np.unique(keys, return_index=True, return_inverse=True)
-        rank = np.empty(first.size, dtype=np.int64)
-        rank[np.argsort(first)] = np.arange(first.size)
-        partition = rank[inverse.reshape(-1)]  # keys renumbered by first appearance: equal iff the partitions are
+        partition, _ = number_rows(keys[:, None])  # keys renumbered by first appearance: equal iff the partitions are
         dead_class = int(partition[dead.argmax()]) if dead.any() else -1
         return _GROUPS.get((self, partition.tobytes(), dead_class), lambda: self._groups(partition, dead_class),
                            lambda g: g[0].nbytes + 100 * g[2])  # (~100 bytes a token of outlines' vocabulary)
