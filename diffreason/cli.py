@@ -135,20 +135,35 @@ def _first_error(exc: ValueError) -> str:
     return " ".join(str(exc).split())
 
 
+def _resolve_device(device: str) -> str:
+    """`auto` → cuda when present, else cpu; a device this machine lacks is one clear error."""
+    import torch
+
+    if device == "auto":
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    if device not in ("cpu", "cuda") or (device == "cuda" and not torch.cuda.is_available()):
+        raise DiffreasonError(f"--device {device} is not available here; use cpu")
+    return device
+
+
 def _training_setup(device: str, threads: int, **config):
     """The device to train on and the TrainConfig, with every bad option as one clear error."""
     import torch
 
     from diffreason.train import TrainConfig
 
-    if device == "auto":
-        device = "cuda" if torch.cuda.is_available() else "cpu"
-    if device not in ("cpu", "cuda") or (device == "cuda" and not torch.cuda.is_available()):
-        raise DiffreasonError(f"--device {device} is not available here; use cpu")
+    device = _resolve_device(device)
     if threads < 0:
         raise DiffreasonError("--threads must be >= 0")
     if threads:
         torch.set_num_threads(threads)
+    if device == "cuda":
+        torch.backends.cuda.matmul.allow_tf32 = True  # tiny models: launch-bound anyway; TF32 costs no accuracy here
+    minutes = config.pop("time_budget", None)
+    if minutes is not None:
+        if minutes <= 0:
+            raise DiffreasonError("--time-budget must be > 0 minutes")
+        config["time_budget"] = 60.0 * minutes
     try:
         return device, TrainConfig(**config)
     except ValueError as exc:
@@ -178,6 +193,10 @@ def train_sudoku(
         "random blanks",
     ),
     puzzle_pool: int = typer.Option(2000, "--puzzle-pool", min=1, help="how many unique puzzles to generate for it"),
+    time_budget: float | None = typer.Option(
+        None, "--time-budget", help="wall-clock minutes; the learning-rate schedule (and curriculum) then ends with "
+        "whichever of --steps or the time runs out first",
+    ),
 ) -> None:
     """Train a Sudoku solver (resumable: rerun the same command to continue)."""
     import torch
@@ -186,7 +205,7 @@ def train_sudoku(
     from diffreason.train import resume_or_build, train
 
     device, cfg = _training_setup(device, threads, steps=steps, batch_size=batch_size, lr=lr, eval_every=eval_every,
-                                  seed=seed)
+                                  seed=seed, time_budget=time_budget)
     if init_from is not None:
         from diffreason.model import load_model
 
@@ -207,7 +226,7 @@ def train_sudoku(
                                          progress=lambda: bar.advance(task))
     else:
         stream = sudoku.SudokuStream(seed)
-    batches = sudoku.sft_batches(stream, torch.Generator().manual_seed(seed), curriculum=curriculum)
+    batches = sudoku.sft_batches(stream, torch.Generator().manual_seed(seed), curriculum=curriculum, device=device)
     train(
         lm, batches, cfg, run_dir, evaluate=sudoku.heldout_evaluator(),
         stream_state=(stream.state_dict, stream.load_state_dict), console=err_console,
@@ -228,6 +247,10 @@ def train_json(
     init_from: Path | None = typer.Option(
         None, "--init-from", help="start from this JSON model's weights and tokenizer (e.g. the embedded one)"
     ),
+    time_budget: float | None = typer.Option(
+        None, "--time-budget", help="wall-clock minutes; the learning-rate schedule (and curriculum) then ends with "
+        "whichever of --steps or the time runs out first",
+    ),
 ) -> None:
     """Train the JSON model on (prompt, object) pairs from the schemas' valid instances (resumable)."""
     import torch
@@ -238,7 +261,8 @@ def train_json(
 
     if not schemas.is_dir():
         raise DiffreasonError(f"--schemas {str(schemas)!r} is not a directory")
-    device, cfg = _training_setup(device, threads, steps=steps, batch_size=batch_size, lr=lr, eval_every=0, seed=seed)
+    device, cfg = _training_setup(device, threads, steps=steps, batch_size=batch_size, lr=lr, eval_every=0, seed=seed,
+                                  time_budget=time_budget)
     pairs = json_corpus.load_pairs(schemas)
     if (run_dir / "model" / "config.json").is_file():
         lm = load_model(run_dir / "model")
@@ -386,6 +410,7 @@ def eval_sudoku(
     out: Path = typer.Option(Path("evals/reports"), "--out", help="report directory"),
     t_max: float = T_MAX_OPTION,
     t_min: float = T_MIN_OPTION,
+    device: str = typer.Option("auto", "--device", help="auto, cpu or cuda"),
 ) -> None:
     """Solve rate vs denoising steps per tier, both modes; writes sudoku.json / .md / .png."""
     from diffreason.evals.sudoku_eval import run_eval, write_report
@@ -402,8 +427,10 @@ def eval_sudoku(
         raise DiffreasonError(f"--budgets must be comma-separated integers, got {budgets!r}") from None
     if n < 1 or not budget_list or min(budget_list) < 1:
         raise DiffreasonError("--n and every budget must be at least 1")
+    device = _resolve_device(device)
     lm = _sudoku_model(model, t_max, t_min)
     sudoku.check_vocabulary(lm)
+    lm.model.to(device)
     report = run_eval(lm, tier_list, n, mode_list, budget_list, seed, progress=lambda s: err_console.print(f"done {s}"))
     command = "diffreason eval sudoku " + " ".join(sys.argv[3:]) if len(sys.argv) > 3 else "diffreason eval sudoku"
     for path in write_report(report, out, command):

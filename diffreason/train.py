@@ -44,6 +44,9 @@ class TrainConfig(BaseModel):
     ar_loss_weight: float = Field(1.0, ge=0)
     eval_every: int = Field(250, ge=0)
     save_every: int = Field(100, ge=1)
+    # Wall-clock budget in seconds (None: none). The schedule (warmup + cosine, the task's curriculum) then follows
+    # whichever of steps or time runs out first, so a run cut by time still ends at the low learning rate.
+    time_budget: float | None = Field(None, gt=0)
     seed: int = 0
 
 
@@ -109,11 +112,22 @@ def sft_loss(model, batch: SFTBatch, cfg: TrainConfig, generator: torch.Generato
     return loss, metrics
 
 
-def lr_at(step: int, cfg: TrainConfig) -> float:
+def progress_at(step: int, elapsed: float, cfg: TrainConfig) -> float:
+    """How far training is, in [0, 1]: by steps, or by wall-clock time when that budget runs out sooner."""
+    by_steps = step / cfg.steps
+    return min(1.0, max(by_steps, elapsed / cfg.time_budget) if cfg.time_budget else by_steps)
+
+
+def lr_at(step: int, cfg: TrainConfig, progress: float | None = None) -> float:
+    """Linear warmup over `cfg.warmup` steps, then cosine decay to `min_lr_ratio` as progress goes to 1."""
     if step < cfg.warmup:
         return cfg.lr * (step + 1) / cfg.warmup
-    progress = (step - cfg.warmup) / max(1, cfg.steps - cfg.warmup)
-    return cfg.lr * (cfg.min_lr_ratio + (1 - cfg.min_lr_ratio) * 0.5 * (1 + math.cos(math.pi * min(1.0, progress))))
+    if progress is None:
+        progress = step / cfg.steps
+    # the cosine starts where warmup ended
+    start = cfg.warmup / cfg.steps if cfg.time_budget is None else 0.0
+    x = min(1.0, max(0.0, (progress - start) / max(1e-9, 1 - start)))
+    return cfg.lr * (cfg.min_lr_ratio + (1 - cfg.min_lr_ratio) * 0.5 * (1 + math.cos(math.pi * x)))
 
 
 def train(
@@ -133,7 +147,7 @@ def train(
     device = model.device
     optim = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay, betas=(0.9, 0.98))
     generator = torch.Generator(device=device).manual_seed(cfg.seed)
-    step = 0
+    step, elapsed = 0, 0.0
     state_file = run_dir / "trainer_state.pt"
     if state_file.is_file():
         state = torch.load(state_file, map_location=device, weights_only=False)
@@ -143,7 +157,7 @@ def train(
         torch.set_rng_state(state["torch_rng"])
         if stream_state and state.get("stream"):
             stream_state[1](state["stream"])
-        step = state["step"]
+        step, elapsed = state["step"], state.get("elapsed", 0.0)
         console.print(f"resuming from step {step} ({state_file})")
     (run_dir / "train_config.json").write_text(cfg.model_dump_json(indent=2))
     log_file = run_dir / "log.jsonl"
@@ -161,6 +175,7 @@ def train(
                 "torch_rng": torch.get_rng_state(),
                 "stream": stream_state[0]() if stream_state else None,
                 "step": step,
+                "elapsed": elapsed,
             },
             state_file.with_suffix(".tmp"),
         )
@@ -169,15 +184,18 @@ def train(
 
     model.train()
     t_last, s_last = time.perf_counter(), step
+    t_resumed, elapsed_before = time.perf_counter(), elapsed
+    progress = progress_at(step, elapsed, cfg)
     with Progress(
         TextColumn("[bold]train"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[info]}"),
         TimeRemainingColumn(), console=console,
     ) as bar:
-        task = bar.add_task("train", total=cfg.steps, completed=step, info="")
-        while step < cfg.steps:
+        task = bar.add_task("train", total=cfg.steps, completed=round(progress * cfg.steps), info="")
+        while progress < 1.0:
+            lr = lr_at(step, cfg, progress)
             for group in optim.param_groups:
-                group["lr"] = lr_at(step, cfg)
-            batch = batches(cfg.batch_size, step / cfg.steps).to(device)
+                group["lr"] = lr
+            batch = batches(cfg.batch_size, progress).to(device)
             loss, metrics = sft_loss(model, batch, cfg, generator)
             optim.zero_grad(set_to_none=True)
             loss.backward()
@@ -185,20 +203,24 @@ def train(
             optim.step()
             step += 1
             now = time.perf_counter()
+            elapsed = elapsed_before + now - t_resumed
+            progress = progress_at(step, elapsed, cfg)
             rate = (step - s_last) / max(1e-9, now - t_last)
             loss = loss.detach()
-            record = {"step": step, "loss": float(loss), "lr": lr_at(step - 1, cfg), "grad_norm": grad_norm, **metrics}
-            bar.update(task, completed=step, info=f"loss {float(loss):.4f}  {rate:.2f} steps/s")
+            record = {"step": step, "loss": float(loss), "lr": lr, "grad_norm": grad_norm, **metrics}
+            if cfg.time_budget:
+                record["elapsed"] = round(elapsed, 2)
+            bar.update(task, completed=round(progress * cfg.steps), info=f"loss {float(loss):.4f}  {rate:.2f} steps/s")
             if step % 20 == 0:
                 t_last, s_last = now, step
-            if evaluate is not None and cfg.eval_every and (step % cfg.eval_every == 0 or step == cfg.steps):
+            if evaluate is not None and cfg.eval_every and (step % cfg.eval_every == 0 or progress >= 1.0):
                 model.eval()
                 record["eval"] = evaluate(lm)
                 model.train()
                 console.print(f"step {step}: {record['eval']}")
             log.write(json.dumps(record) + "\n")
             log.flush()
-            if step % cfg.save_every == 0 or step == cfg.steps:
+            if step % cfg.save_every == 0 or progress >= 1.0:
                 save()
     model.eval()
     log.close()

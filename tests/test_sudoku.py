@@ -266,6 +266,40 @@ def test_training_runs_and_resumes(tmp_path):
     assert [r["step"] for r in log] == [1, 2, 3, 4, 5]
 
 
+def test_time_budget_ends_the_schedule_and_resumes_with_the_time_spent(tmp_path, monkeypatch):
+    import diffreason.train as T
+
+    clock = iter(range(0, 10_000, 10))  # every perf_counter call: 10 more seconds
+    monkeypatch.setattr(T.time, "perf_counter", lambda: float(next(clock)))
+    lm = S.build_sudoku_model("sudoku-tiny", seed=1)
+    stream = S.SudokuStream(seed=1, pool_size=8)
+    batches = S.sft_batches(stream, torch.Generator().manual_seed(1))
+    cfg = T.TrainConfig(steps=1000, batch_size=2, eval_every=0, save_every=1000, warmup=1, time_budget=60)
+    T.train(lm, batches, cfg, tmp_path, stream_state=(stream.state_dict, stream.load_state_dict))
+    log = [json.loads(x) for x in (tmp_path / "log.jsonl").read_text().splitlines()]
+    # 10 s a step under a 60 s budget: 6 steps (far short of 1000), the last at the schedule's floor
+    assert [r["step"] for r in log] == [1, 2, 3, 4, 5, 6] and log[-1]["elapsed"] == 60
+    lrs = [r["lr"] for r in log]
+    assert lrs[0] == cfg.lr and all(a > b for a, b in zip(lrs, lrs[1:]))
+    assert T.lr_at(6, cfg, 1.0) == pytest.approx(cfg.lr * cfg.min_lr_ratio)
+    assert (tmp_path / "model" / "model.safetensors").is_file()
+    # a rerun with a bigger budget resumes from the 60 s already spent
+    T.train(lm, batches, cfg.model_copy(update={"time_budget": 80}), tmp_path,
+            stream_state=(stream.state_dict, stream.load_state_dict))
+    log = [json.loads(x) for x in (tmp_path / "log.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in log] == list(range(1, 9)) and log[-1]["elapsed"] == 80
+
+
+def test_schedule_without_a_time_budget_is_warmup_then_cosine_over_steps():
+    from diffreason.train import TrainConfig, lr_at
+
+    cfg = TrainConfig(steps=300, warmup=100, lr=1e-3, min_lr_ratio=0.1)
+    assert lr_at(0, cfg) == pytest.approx(1e-5) and lr_at(99, cfg) == pytest.approx(1e-3)
+    assert lr_at(100, cfg) == pytest.approx(1e-3)
+    assert lr_at(200, cfg) == pytest.approx(1e-3 * (0.1 + 0.9 * 0.5))
+    assert lr_at(300, cfg) == pytest.approx(1e-4)
+
+
 def test_sft_loss_learns_on_a_fixed_batch():
     """A few optimiser steps on one batch lower the loss: the objective and its gradients are wired right."""
     from diffreason.train import TrainConfig, sft_loss
