@@ -101,12 +101,18 @@ def flashinfer_available() -> bool:
 HEAD_DIMS = (64, 128, 256)
 
 
+def text_head_dims(model) -> set[int]:
+    """Head sizes of the language model's attention layers, read off the layers: sliding and full layers differ
+    (head_dim vs global_head_dim), and transformers refuses a global `head_dim` on such a config."""
+    return {m.head_dim for name, m in model.named_modules()
+            if name.endswith("self_attn") and "vision" not in name and hasattr(m, "head_dim")}
+
+
 def use_flashinfer(model, force: bool = False) -> str:
     """Switch `model` to this attention path when FlashInfer can run it (CUDA, half precision, head sizes it has
     kernels for) — or always with `force` (off CUDA the PyTorch twin kernel runs); returns the implementation now in
     use."""
-    text = model.config.get_text_config()
-    heads = {getattr(text, "head_dim", None), getattr(text, "global_head_dim", None) or getattr(text, "head_dim", None)}
+    heads = text_head_dims(model)
     half = next(model.parameters()).dtype in (torch.float16, torch.bfloat16)
     if force or (model.device.type == "cuda" and half and heads <= set(HEAD_DIMS) and flashinfer_available()):
         model.set_attn_implementation(NAME)

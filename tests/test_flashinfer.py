@@ -36,6 +36,22 @@ def test_engine_tokens_equal_sdpa_through_the_flashinfer_path(monkeypatch):
     assert lm.model.config._attn_implementation == "sdpa"
 
 
+def test_layers_of_two_head_sizes_take_the_flashinfer_path_and_agree_with_sdpa():
+    """Gemma 4's sliding and full layers have different head sizes (head_dim vs global_head_dim); transformers then
+    refuses the config's global head_dim, so the path reads each layer's own."""
+    preset = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=2,
+                  num_key_value_heads=1, head_dim=32, global_head_dim=64, sliding_window=16, num_experts=2,
+                  top_k_experts=1, moe_intermediate_size=32, canvas_length=32)
+    lm = build_model(preset, seed=0)
+    assert fa.text_head_dims(lm.model) == {32, 64}
+    assert fa.use_flashinfer(lm.model) == "sdpa"  # off CUDA, not forced: stays on SDPA
+    requests = [GenerationRequest("two head sizes", seed=3, max_new_tokens=32)]
+    reference = Engine(lm, attention="sdpa").generate_batch(requests)
+    ours = Engine(lm, attention="flashinfer").generate_batch(requests)
+    assert lm.model.config._attn_implementation == fa.NAME
+    assert [r.tokens for r in ours] == [r.tokens for r in reference]
+
+
 def test_bad_attention_choice_is_refused(tiny_lm):
     from diffreason.errors import ConfigError
 
