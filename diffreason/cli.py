@@ -146,6 +146,12 @@ def _resolve_device(device: str) -> str:
     return device
 
 
+TIME_BUDGET_OPTION = typer.Option(
+    None, "--time-budget", help="wall-clock minutes: the learning-rate schedule (and any curriculum) ends with whichever "
+    "of --steps or the time runs out first",
+)
+
+
 def _training_setup(device: str, threads: int, **config):
     """The device to train on and the TrainConfig, with every bad option as one clear error."""
     import torch
@@ -158,7 +164,7 @@ def _training_setup(device: str, threads: int, **config):
     if threads:
         torch.set_num_threads(threads)
     if device == "cuda":
-        torch.backends.cuda.matmul.allow_tf32 = True  # tiny models: launch-bound anyway; TF32 costs no accuracy here
+        torch.backends.cuda.matmul.allow_tf32 = True  # TF32 matmuls: faster, and precise enough for training
     minutes = config.pop("time_budget", None)
     if minutes is not None:
         if minutes <= 0:
@@ -193,10 +199,7 @@ def train_sudoku(
         "random blanks",
     ),
     puzzle_pool: int = typer.Option(2000, "--puzzle-pool", min=1, help="how many unique puzzles to generate for it"),
-    time_budget: float | None = typer.Option(
-        None, "--time-budget", help="wall-clock minutes; the learning-rate schedule (and curriculum) then ends with "
-        "whichever of --steps or the time runs out first",
-    ),
+    time_budget: float | None = TIME_BUDGET_OPTION,
 ) -> None:
     """Train a Sudoku solver (resumable: rerun the same command to continue)."""
     import torch
@@ -247,10 +250,7 @@ def train_json(
     init_from: Path | None = typer.Option(
         None, "--init-from", help="start from this JSON model's weights and tokenizer (e.g. the embedded one)"
     ),
-    time_budget: float | None = typer.Option(
-        None, "--time-budget", help="wall-clock minutes; the learning-rate schedule (and curriculum) then ends with "
-        "whichever of --steps or the time runs out first",
-    ),
+    time_budget: float | None = TIME_BUDGET_OPTION,
 ) -> None:
     """Train the JSON model on (prompt, object) pairs from the schemas' valid instances (resumable)."""
     import torch

@@ -2,7 +2,8 @@
 
     python -m diffreason.evals.gpu_checks [--model DIR] [--skip-server]
 
-1. the GPU tests (`pytest -m gpu` over the test files that hold them): FlashInfer kernel vs its PyTorch twin, the engine on FlashInfer vs SDPA;
+1. the GPU tests (`pytest -m gpu` over the test files that hold them): FlashInfer kernel vs its PyTorch twin, the
+   engine on FlashInfer vs SDPA;
 2. the engine on CUDA: one Sudoku batch with the embedded model (puzzles/s, FlashInfer on);
 3. an SGLang server with the diffreason plugin, launched on a shipped checkpoint, answering a constrained /generate
    (json_schema and regex) with valid output and `diffreason_steps` in meta_info, and a 400 for a bad schema.
