@@ -184,7 +184,7 @@ def train(
 
     model.train()
     t_last, s_last = time.perf_counter(), step
-    t_resumed, elapsed_before = time.perf_counter(), elapsed
+    t_resumed, elapsed_before = t_last, elapsed
     progress = progress_at(step, elapsed, cfg)
     with Progress(
         TextColumn("[bold]train"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[info]}"),
