@@ -23,7 +23,9 @@ from pathlib import Path
 import torch
 from pydantic import BaseModel, ConfigDict, Field
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+from rich.progress import (
+    BarColumn, MofNCompleteColumn, Progress, TaskProgressColumn, TextColumn, TimeRemainingColumn,
+)
 from transformers import DynamicCache
 
 from diffreason.model import DiffusionLM, load_model
@@ -186,9 +188,12 @@ def train(
     t_last, s_last = time.perf_counter(), step
     t_resumed, elapsed_before = t_last, elapsed
     progress = progress_at(step, elapsed, cfg)
+    # under a time budget the bar shows progress (time or steps, whichever ends first) and the step count separately:
+    # "725/100000" would misstate how far the run is
+    count = TaskProgressColumn() if cfg.time_budget else MofNCompleteColumn()
     with Progress(
-        TextColumn("[bold]train"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[info]}"),
-        TimeRemainingColumn(), console=console,
+        TextColumn("[bold]train"), BarColumn(), count, TextColumn("{task.fields[info]}"), TimeRemainingColumn(),
+        console=console,
     ) as bar:
         task = bar.add_task("train", total=cfg.steps, completed=round(progress * cfg.steps), info="")
         while progress < 1.0:
@@ -210,7 +215,8 @@ def train(
             record = {"step": step, "loss": float(loss), "lr": lr, "grad_norm": grad_norm, **metrics}
             if cfg.time_budget:
                 record["elapsed"] = round(elapsed, 2)
-            bar.update(task, completed=round(progress * cfg.steps), info=f"loss {float(loss):.4f}  {rate:.2f} steps/s")
+            info = f"loss {float(loss):.4f}  {rate:.2f} steps/s"
+            bar.update(task, completed=round(progress * cfg.steps), info=f"step {step}  {info}" if cfg.time_budget else info)
             if step % 20 == 0:
                 t_last, s_last = now, step
             if evaluate is not None and cfg.eval_every and (step % cfg.eval_every == 0 or progress >= 1.0):

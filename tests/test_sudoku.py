@@ -1,5 +1,6 @@
 """Sudoku task: parsing, verifier, exact solver, generator tiers, template, training data, solving, CLI, training."""
 
+import io
 import json
 import os
 import subprocess
@@ -9,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from rich.console import Console
 
 from diffreason import CanvasConstraint
 from diffreason.tasks import sudoku as S
@@ -275,7 +277,11 @@ def test_time_budget_ends_the_schedule_and_resumes_with_the_time_spent(tmp_path,
     stream = S.SudokuStream(seed=1, pool_size=8)
     batches = S.sft_batches(stream, torch.Generator().manual_seed(1))
     cfg = T.TrainConfig(steps=1000, batch_size=2, eval_every=0, save_every=1000, warmup=1, time_budget=60)
-    T.train(lm, batches, cfg, tmp_path, stream_state=(stream.state_dict, stream.load_state_dict))
+    out = io.StringIO()
+    T.train(lm, batches, cfg, tmp_path, stream_state=(stream.state_dict, stream.load_state_dict),
+            console=Console(file=out, width=150))
+    # the bar reports the real step count, not "1000/1000" once the time is up
+    assert "100%" in out.getvalue() and "step 6 " in out.getvalue() and "/1000" not in out.getvalue()
     log = [json.loads(x) for x in (tmp_path / "log.jsonl").read_text().splitlines()]
     # 10 s a step under a 60 s budget: 6 steps (far short of 1000), the last at the schedule's floor
     assert [r["step"] for r in log] == [1, 2, 3, 4, 5, 6] and log[-1]["elapsed"] == 60
