@@ -4,7 +4,8 @@
 
 1. the GPU tests (`pytest -m gpu` over the test files that hold them): FlashInfer kernel vs its PyTorch twin, the
    engine on FlashInfer vs SDPA;
-2. the engine on CUDA: one Sudoku batch with the embedded model (puzzles/s, FlashInfer on);
+2. the engine on CUDA: one Sudoku batch with the embedded model (puzzles/s; FlashInfer where its head sizes have
+   kernels, else SDPA);
 3. an SGLang server with the diffreason plugin, launched on a shipped checkpoint, answering a constrained /generate
    (json_schema and regex) with valid output and `diffreason_steps` in meta_info, and a 400 for a bad schema.
 Without CUDA it says so and exits 0.

@@ -21,9 +21,11 @@ def main(out: str, *run_dirs: str) -> None:
 
     if not run_dirs:
         raise SystemExit("usage: plot_training OUT.png RUN [RUN ...]")
-    steps, losses, evals, starts, offset = [], [], [], [], 0
+    steps, losses, evals, starts, offset, batch_sizes = [], [], [], [], 0, []
     for run in run_dirs:
         records = [json.loads(ln) for ln in (Path(run) / "log.jsonl").read_text().splitlines() if ln.strip()]
+        config = Path(run) / "train_config.json"
+        batch_sizes.append(json.loads(config.read_text())["batch_size"] if config.is_file() else None)
         starts.append((offset, run))
         steps += [offset + r["step"] for r in records]
         losses += [r["loss"] for r in records]
@@ -34,7 +36,8 @@ def main(out: str, *run_dirs: str) -> None:
               for i in range(len(losses))]
     fig, ax = plt.subplots(figsize=(7.5, 4))
     ax.plot(steps, smooth, color="tab:blue", label=f"SFT loss ({window}-step mean)")
-    ax.set_xlabel("optimiser step (batch 64)")
+    known = list(dict.fromkeys(b for b in batch_sizes if b is not None))
+    ax.set_xlabel("optimiser step" + (f" (batch {', then '.join(map(str, known))})" if known else ""))
     ax.set_ylabel("loss", color="tab:blue")
     for start, run in starts[1:]:
         ax.axvline(start, color="gray", ls="--", lw=1)

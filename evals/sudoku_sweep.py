@@ -89,7 +89,7 @@ def main(argv=None) -> None:
     from diffreason.model import load_model
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--model", default="diffreason/weights/sudoku-small")
+    parser.add_argument("--model", default="diffreason/weights/sudoku-base")
     parser.add_argument("--schedules", default="0.8:0.4,1.2:0.4,1.5:0.4,2.0:0.4",
                         help="t_max:t_min[:max_steps],... (max_steps: the checkpoint's budget when left out)")
     parser.add_argument("--tiers", default="medium,hard")
