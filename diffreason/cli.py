@@ -179,7 +179,10 @@ def _training_setup(device: str, threads: int, **config):
 @train_app.command("sudoku")
 def train_sudoku(
     run_dir: Path = typer.Option(Path("runs/sudoku-small"), "--run-dir", help="checkpoints, logs and RUN/model"),
-    preset: str = typer.Option("sudoku-small", "--preset", help="model size: sudoku-small (CPU-sized) or sudoku-base (GPU-sized; the embedded model's)"),
+    preset: str = typer.Option(
+        "sudoku-small", "--preset", help="model size: sudoku-small (CPU-sized) or sudoku-base (GPU-sized; the embedded "
+        "model's)"
+    ),
     steps: int = typer.Option(3000, "--steps", help="total optimiser steps (a rerun resumes up to this)"),
     batch_size: int = typer.Option(64, "--batch-size"),
     lr: float = typer.Option(1e-3, "--lr", help="peak learning rate (warmup, then cosine)"),

@@ -216,7 +216,9 @@ def train(
             if cfg.time_budget:
                 record["elapsed"] = round(elapsed, 2)
             info = f"loss {float(loss):.4f}  {rate:.2f} steps/s"
-            bar.update(task, completed=round(progress * cfg.steps), info=f"step {step}  {info}" if cfg.time_budget else info)
+            if cfg.time_budget:
+                info = f"step {step}  {info}"
+            bar.update(task, completed=round(progress * cfg.steps), info=info)
             if step % 20 == 0:
                 t_last, s_last = now, step
             if evaluate is not None and cfg.eval_every and (step % cfg.eval_every == 0 or progress >= 1.0):
