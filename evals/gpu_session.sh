@@ -43,7 +43,7 @@ cp /tmp/gpu_checks.log $OUT/
 left=$(( 565 - ($(date +%s) - T0) ))
 el "packed; $left s left for the eval"
 if [ $left -gt 30 ]; then
-  # the shipped model's schedule (2.0 -> 0.4 over 24 steps), both modes
+  # the then-embedded sudoku-small's schedule (2.0 -> 0.4 over 24 steps), both modes, for a like-for-like comparison
   OMP_NUM_THREADS=8 timeout $left $DR eval sudoku --model $S/model --n 64 --budgets 12,16,24 --t-max 2.0 --t-min 0.4 \
     --device cuda --out /tmp/eval > /tmp/eval.log 2>&1; el "eval rc=$?"
   cat /tmp/eval/sudoku.md 2>/dev/null | grep "^|"
