@@ -146,6 +146,9 @@ def _resolve_device(device: str) -> str:
     return device
 
 
+PRECISION_OPTION = typer.Option(
+    "fp32", "--precision", help="fp32, or bf16: bfloat16 autocast (float32 weights), faster on a GPU",
+)
 TIME_BUDGET_OPTION = typer.Option(
     None, "--time-budget", help="wall-clock minutes: the learning-rate schedule (and any curriculum) ends with whichever "
     "of --steps or the time runs out first",
@@ -202,6 +205,12 @@ def train_sudoku(
         "random blanks",
     ),
     puzzle_pool: int = typer.Option(2000, "--puzzle-pool", min=1, help="how many unique puzzles to generate for it"),
+    grow_to: int | None = typer.Option(
+        None, "--grow-to", help="with --init-from: first deepen that model to this many layers, computing the same "
+        "function (added layers start as identities), then train"
+    ),
+    eval_tier: str = typer.Option("medium", "--eval-tier", help="tier of the periodic held-out eval"),
+    precision: str = PRECISION_OPTION,
     time_budget: float | None = TIME_BUDGET_OPTION,
 ) -> None:
     """Train a Sudoku solver (resumable: rerun the same command to continue)."""
@@ -211,13 +220,19 @@ def train_sudoku(
     from diffreason.train import resume_or_build, train
 
     device, cfg = _training_setup(device, threads, steps=steps, batch_size=batch_size, lr=lr, eval_every=eval_every,
-                                  seed=seed, time_budget=time_budget)
+                                  seed=seed, time_budget=time_budget, precision=precision)
+    if eval_tier not in sudoku.TIERS:
+        raise DiffreasonError(f"--eval-tier {eval_tier!r}: choose one of {', '.join(sudoku.TIERS)}")
+    if grow_to is not None and init_from is None:
+        raise DiffreasonError("--grow-to deepens the --init-from model; give --init-from too")
     if init_from is not None:
-        from diffreason.model import load_model
+        from diffreason.model import grow_depth, load_model
 
         base = load_model(init_from)
         if base.tokenizer.get_vocab() != sudoku.make_tokenizer().get_vocab():
             raise DiffreasonError(f"--init-from {str(init_from)!r} is not a Sudoku model (its vocabulary differs)")
+        if grow_to is not None:
+            base = grow_depth(base, grow_to)
         build = lambda: base  # noqa: E731
     else:
         build = lambda: sudoku.build_sudoku_model(preset, seed)  # noqa: E731
@@ -234,7 +249,7 @@ def train_sudoku(
         stream = sudoku.SudokuStream(seed)
     batches = sudoku.sft_batches(stream, torch.Generator().manual_seed(seed), curriculum=curriculum, device=device)
     train(
-        lm, batches, cfg, run_dir, evaluate=sudoku.heldout_evaluator(),
+        lm, batches, cfg, run_dir, evaluate=sudoku.heldout_evaluator(tier=eval_tier),
         stream_state=(stream.state_dict, stream.load_state_dict), console=err_console,
     )
     err_console.print(f"model written to {run_dir / 'model'}")
@@ -253,6 +268,7 @@ def train_json(
     init_from: Path | None = typer.Option(
         None, "--init-from", help="start from this JSON model's weights and tokenizer (e.g. the embedded one)"
     ),
+    precision: str = PRECISION_OPTION,
     time_budget: float | None = TIME_BUDGET_OPTION,
 ) -> None:
     """Train the JSON model on (prompt, object) pairs from the schemas' valid instances (resumable)."""
@@ -265,7 +281,7 @@ def train_json(
     if not schemas.is_dir():
         raise DiffreasonError(f"--schemas {str(schemas)!r} is not a directory")
     device, cfg = _training_setup(device, threads, steps=steps, batch_size=batch_size, lr=lr, eval_every=0, seed=seed,
-                                  time_budget=time_budget)
+                                  time_budget=time_budget, precision=precision)
     pairs = json_corpus.load_pairs(schemas)
     if (run_dir / "model" / "config.json").is_file():
         lm = load_model(run_dir / "model")

@@ -137,6 +137,53 @@ def build_model(
     return DiffusionLM(model=model, tokenizer=tokenizer, sampler_config=sampler_config or SamplerConfig())
 
 
+def grow_depth(lm: DiffusionLM, num_layers: int) -> DiffusionLM:
+    """A deeper copy of `lm` that computes exactly the same function (depth up-scaling, to go on training it).
+
+    Each added layer is a copy of a sliding-attention layer placed right after it, with its two output norms
+    (post-attention, post-feed-forward) zeroed: Gemma's RMSNorm scales by its weight, so the copy adds nothing to the
+    residual stream until training moves those weights. Copies are spread evenly over the sliding layers; the last
+    (full-attention) layer stays last.
+    """
+    text = lm.config.text_config
+    old = int(text.num_hidden_layers)
+    if num_layers <= old:
+        raise ModelLoadError(f"the model has {old} layers already; growing needs more than that, got {num_layers}")
+    sliding = [i for i, kind in enumerate(text.layer_types) if kind == "sliding_attention"]
+    extra = num_layers - old
+    if extra > len(sliding):
+        raise ModelLoadError(f"can add at most {len(sliding)} layers (one per sliding layer) to this model, asked {extra}")
+    # copy every (len(sliding) / extra)-th sliding layer, starting from the first
+    copied = {sliding[round(k * len(sliding) / extra)] for k in range(extra)}
+    source: list[int] = []  # source[j]: the old layer that new layer j starts from
+    for i in range(old):
+        source += [i, i] if i in copied else [i]
+    config = lm.config.__class__.from_dict(lm.config.to_dict())
+    config.text_config.num_hidden_layers = num_layers
+    config.text_config.layer_types = [text.layer_types[i] for i in source]
+    with torch.device(lm.device):
+        model = DiffusionGemmaForBlockDiffusion(config).to(lm.model.dtype)
+    # the decoder's layers are the encoder's (shared weights); both views appear in the state dict
+    prefixes = ("model.encoder.language_model.layers.", "model.decoder.layers.")
+    old_state = lm.model.state_dict()
+    state = {}
+    for key in model.state_dict():
+        prefix = next((p for p in prefixes if key.startswith(p)), None)
+        if prefix:
+            j, rest = key[len(prefix):].split(".", 1)
+            j = int(j)
+            state[key] = old_state[f"{prefix}{source[j]}.{rest}"].clone()
+            is_copy = j > 0 and source[j - 1] == source[j]
+            if is_copy and rest in ("post_attention_layernorm.weight", "post_feedforward_layernorm.weight"):
+                state[key].zero_()
+        else:
+            state[key] = old_state[key].clone()
+    model.load_state_dict(state, strict=True)
+    model.eval()
+    model.generation_config = lm.model.generation_config
+    return DiffusionLM(model=model, tokenizer=lm.tokenizer, sampler_config=lm.sampler_config)
+
+
 def to_generation_config(cfg: SamplerConfig, tokenizer: PreTrainedTokenizerBase) -> DiffusionGemmaGenerationConfig:
     return DiffusionGemmaGenerationConfig(
         max_denoising_steps=cfg.max_denoising_steps,

@@ -1,53 +1,46 @@
 #!/bin/bash
-# The script the second GPU session ran (evals/reports/gpu_session2/): the GPU checks, then Sudoku training alone on
-# the card (continuing the first session's sudoku-base run), then the Sudoku eval, on one device machine that has
-# torch but neither this package's pins nor network. The first session's script is this file at commit e5329f3.
+# The script the third GPU session ran (evals/reports/gpu_session3/): two Sudoku trainings side by side on the one
+# GPU, both from the embedded sudoku-base under bfloat16 autocast — (A) the same 6 layers, (B) deepened to 9 layers
+# (`--grow-to 9`: the added layers start as identities) — to see whether depth or more steps moves the hard tier.
+# The device machine has torch but neither this package's pins nor network. Earlier sessions' scripts: this file at
+# commits e5329f3 (first: GPU checks, training from scratch, JSON) and 72eab75 (second: GPU checks + FlashInfer).
 #
 # Prepare the carried folder .whl/ (git-ignored) here first:
 #   pip download --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
 #     --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 -d .whl \
-#     transformers==5.19.0 apache-tvm-ffi==0.1.11 pydantic==2.13.5 pydantic-core==2.46.5 annotated-types typing-inspection
-#   .whl/flashinfer-trim.tar.xz: the flashinfer-python 0.7.2 wheel's flashinfer/ tree without the sources of kernels
-#     the checks never build (it is 65 MB whole, over the 64 MiB carry); keep data/include, cutlass, cccl, spdlog, the
-#     top-level csrc files for prefill, every .py; .whl/fi-extra.tar: csrc/quantization.cu and
-#     csrc/flashinfer_quantization_binding.cu (the custom-mask packing), which the first trim lacked.
-#   .whl/init-base: the weights to continue from, stored in bfloat16 to fit the carry (loading upcasts to float32).
-# Then run `bash evals/gpu_session.sh` on the device with .whl carried; results land in $OUT.
+#     transformers==5.19.0 pydantic==2.13.5 pydantic-core==2.46.5 annotated-types typing-inspection
+# Then run `bash evals/gpu_session.sh` on the device with .whl carried; results land in $OUT (bfloat16 weights: the
+# shipped form, and what fits the 64 MiB that comes back).
 T0=$(date +%s)
 el() { echo "[$(( $(date +%s) - T0 ))s] $*"; }
 export PYTHONUNBUFFERED=1 TERM=dumb COLUMNS=120
 REPO=$PWD
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 3
-tar xf .whl/flashinfer-trim.tar.xz -C /tmp/site && tar xf .whl/fi-extra.tar -C /tmp/site || exit 3
 mkdir -p /tmp/pkg && cp -r diffreason /tmp/pkg/ && for d in backends tasks evals; do ln -s "$REPO/$d" /tmp/pkg/diffreason/$d; done
 export PYTHONPATH=/tmp/pkg:/tmp/site PYTHONSAFEPATH=1  # the repo root must not shadow /tmp/pkg
 el "setup done"; nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
 DR="python3 -m diffreason.cli"
-A=""; B=""; command -v taskset >/dev/null && { A="taskset -c 0-5"; B="taskset -c 6-15"; }
-S=runs/gpu-sudoku-base2
-# the checks compile FlashInfer kernels on cores 6-15; training drives the GPU from cores 0-5
-( export FLASHINFER_WORKSPACE_BASE=/tmp/fi FLASHINFER_CUDA_ARCH_LIST=9.0 MAX_JOBS=10 OMP_NUM_THREADS=2
-  timeout 330 $B python3 -m diffreason.evals.gpu_checks --skip-server > /tmp/gpu_checks.log 2>&1
-  echo "gpu_checks rc=$?" >> /tmp/gpu_checks.log ) &
-PG=$!
-OMP_NUM_THREADS=4 timeout 420 $A $DR train sudoku --init-from .whl/init-base --device cuda --run-dir $S \
-  --steps 100000 --batch-size 1024 --lr 6e-4 --no-curriculum --eval-every 500 --seed 7 --time-budget 6.0 \
-  > /tmp/sudoku.log 2>&1 &
-PS=$!
-sleep 150; nvidia-smi --query-gpu=utilization.gpu,memory.used --format=csv,noheader
-wait $PG; el "gpu checks done"; tr '\r' '\n' < /tmp/gpu_checks.log | grep -v "^\s*$" | tail -30
-wait $PS; el "sudoku training rc=$?"; tail -c 1500 /tmp/sudoku.log | tr '\r' '\n' | grep -v "^\s*$" | tail -8
-grep '"eval"' $S/log.jsonl | cut -c1-60,200-400
-tar cf - $S/model $S/log.jsonl $S/train_config.json | split -b 15000000 - $OUT/sudoku.tar.
-cp /tmp/gpu_checks.log $OUT/
-left=$(( 565 - ($(date +%s) - T0) ))
-el "packed; $left s left for the eval"
-if [ $left -gt 30 ]; then
-  # the then-embedded sudoku-small's schedule (2.0 -> 0.4 over 24 steps), both modes, for a like-for-like comparison
-  OMP_NUM_THREADS=8 timeout $left $DR eval sudoku --model $S/model --n 64 --budgets 12,16,24 --t-max 2.0 --t-min 0.4 \
-    --device cuda --out /tmp/eval > /tmp/eval.log 2>&1; el "eval rc=$?"
-  cat /tmp/eval/sudoku.md 2>/dev/null | grep "^|"
-  tar cf $OUT/eval.tar -C /tmp eval 2>/dev/null
-fi
-tar cf $OUT/logs.tar /tmp/sudoku.log /tmp/eval.log 2>/dev/null
+A=""; B=""; command -v taskset >/dev/null && { A="taskset -c 0-7"; B="taskset -c 8-15"; }
+MIN=${MIN:-7.6}
+COMMON="--init-from diffreason/weights/sudoku-base --device cuda --steps 100000 --batch-size 1024 --lr 3e-4
+  --no-curriculum --eval-every 400 --eval-tier hard --precision bf16 --time-budget $MIN"
+OMP_NUM_THREADS=6 timeout 560 $A $DR train sudoku $COMMON --run-dir runs/g3-six --seed 21 > /tmp/six.log 2>&1 &
+P1=$!
+OMP_NUM_THREADS=6 timeout 560 $B $DR train sudoku $COMMON --grow-to 9 --run-dir runs/g3-nine --seed 22 \
+  > /tmp/nine.log 2>&1 &
+P2=$!
+sleep 120; nvidia-smi --query-gpu=utilization.gpu,memory.used --format=csv,noheader
+for r in six nine; do tail -1 runs/g3-$r/log.jsonl | cut -c1-120; done
+wait $P1; el "six rc=$?"; wait $P2; el "nine rc=$?"
+for r in six nine; do
+  echo "== $r"; tail -c 600 /tmp/$r.log | tr '\r' '\n' | grep -v "^\s*$" | tail -3
+  grep '"eval"' runs/g3-$r/log.jsonl | python3 -c "import json,sys
+for l in sys.stdin: r=json.loads(l); print(r['step'], r.get('elapsed'), r['eval'])"
+  # the shipped form: bfloat16 weights (loading upcasts)
+  python3 -c "import sys, torch; from diffreason.model import load_model; lm = load_model(sys.argv[1]); \
+lm.model.to(torch.bfloat16); lm.save(sys.argv[2])" runs/g3-$r/model /tmp/bf16-$r 2>&1 | grep -v Loading
+  cp runs/g3-$r/log.jsonl /tmp/bf16-$r/log.jsonl; cp runs/g3-$r/train_config.json /tmp/bf16-$r/
+  tar cf - -C /tmp bf16-$r | split -b 15000000 - $OUT/$r.tar.
+done
+tar cf $OUT/logs.tar /tmp/six.log /tmp/nine.log 2>/dev/null
 el "end"

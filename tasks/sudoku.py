@@ -363,19 +363,19 @@ class SudokuStream:
         self.rng.bit_generator.state = state["rng"]
 
     def _augment(self, grids: np.ndarray, blanks: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """The same random symmetry applied to each grid and its blank mask."""
-        rng, out, out_blanks = self.rng, np.empty_like(grids), np.empty_like(blanks)
-        for k, g in enumerate(grids):
-            relabel = np.concatenate([[0], rng.permutation(9) + 1])
-            rows = np.concatenate([b * 3 + rng.permutation(3) for b in rng.permutation(3)])
-            cols = np.concatenate([s * 3 + rng.permutation(3) for s in rng.permutation(3)])
-            source = rows[:, None] * 9 + cols[None, :]  # cell (r, c) of the result comes from cell source[r, c]
-            if rng.random() < 0.5:
-                source = source.T
-            source = source.reshape(-1)
-            out[k] = relabel[g[source]]
-            out_blanks[k] = blanks[k][source]
-        return out, out_blanks
+        """A random symmetry per grid, applied to the grid and its blank mask (vectorised over the batch)."""
+        rng, n = self.rng, len(grids)
+        perm = lambda *shape: np.argsort(rng.random((n, *shape)), axis=-1)  # noqa: E731 - random permutations
+        relabel = np.concatenate([np.zeros((n, 1), dtype=grids.dtype), perm(9) + 1], axis=1)
+        # rows: a permutation of the bands, then one of the rows inside each band (columns likewise)
+        rows = (perm(3)[:, :, None] * 3 + perm(3, 3)).reshape(n, 9)
+        cols = (perm(3)[:, :, None] * 3 + perm(3, 3)).reshape(n, 9)
+        source = rows[:, :, None] * 9 + cols[:, None, :]  # cell (r, c) of the result comes from cell source[r, c]
+        flip = rng.random(n) < 0.5
+        source[flip] = source[flip].transpose(0, 2, 1)
+        source = source.reshape(n, CELLS)
+        out = np.take_along_axis(relabel, np.take_along_axis(grids, source, axis=1), axis=1)
+        return out, np.take_along_axis(blanks, source, axis=1)
 
     def blanks_range(self, progress: float) -> tuple[int, int]:
         """Curriculum: blanks from ~[10, 40] at the start to [25, 64] after 60 % of training."""

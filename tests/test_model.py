@@ -87,3 +87,37 @@ def test_load_errors(tmp_path, tiny_checkpoint):
     (noweights / "model.safetensors").unlink()
     with pytest.raises(ModelLoadError, match="no weights"):
         load_model(noweights)
+
+
+def test_grow_depth_keeps_the_function_and_adds_trainable_layers(tmp_path):
+    from diffreason.model import grow_depth
+
+    lm = build_model("tiny", num_hidden_layers=4, seed=3)
+    assert lm.config.text_config.layer_types == ["sliding_attention"] * 3 + ["full_attention"]
+    deep = grow_depth(lm, 6)
+    text = deep.config.text_config
+    assert text.num_hidden_layers == 6 and len(deep.model.model.encoder.language_model.layers) == 6
+    # copies of sliding layers 0 and 2 sit right after them; the full-attention layer stays last
+    assert text.layer_types == ["sliding_attention"] * 5 + ["full_attention"]
+    layers = deep.model.model.encoder.language_model.layers
+    for copy, source in ((1, 0), (4, 2)):
+        assert torch.equal(layers[copy].self_attn.q_proj.weight, lm.model.model.encoder.language_model.layers[source]
+                           .self_attn.q_proj.weight)
+        assert not layers[copy].post_attention_layernorm.weight.any()
+        assert not layers[copy].post_feedforward_layernorm.weight.any()
+    assert layers[5].post_attention_layernorm.weight.any()
+    # the same function: same logits, and the sampler draws the same canvas
+    prompt = torch.tensor([[lm.tokenizer.bos_token_id, 40, 41]])
+    canvas = torch.randint(10, 200, (1, lm.canvas_length), generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        a = lm.model(input_ids=prompt, decoder_input_ids=canvas).logits
+        b = deep.model(input_ids=prompt, decoder_input_ids=canvas).logits
+    assert torch.allclose(a, b, atol=1e-6, rtol=0)
+    assert Engine(lm).generate("deeper", seed=2).raw_tokens == Engine(deep).generate("deeper", seed=2).raw_tokens
+    # it saves and loads like any checkpoint
+    loaded = load_model(deep.save(tmp_path / "deep"))
+    assert loaded.config.text_config.num_hidden_layers == 6
+    with pytest.raises(ModelLoadError, match="has 4 layers already"):
+        grow_depth(lm, 4)
+    with pytest.raises(ModelLoadError, match="at most 3 layers"):
+        grow_depth(lm, 8)

@@ -244,19 +244,26 @@ def test_training_stream_mixes_in_unique_puzzles_under_symmetries():
         S.SudokuStream(seed=0, pool_size=2, puzzle_fraction=1.5)
 
 
-def test_training_runs_and_resumes(tmp_path):
+@pytest.mark.parametrize("device, precision", [
+    ("cpu", "fp32"),
+    ("cpu", "bf16"),
+    pytest.param("cuda", "bf16", marks=pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")),
+])
+def test_training_runs_and_resumes(tmp_path, device, precision):
     from diffreason.train import TrainConfig, train
 
     lm = S.build_sudoku_model("sudoku-tiny", seed=1)
+    lm.model.to(device)
     stream = S.SudokuStream(seed=1, pool_size=8)
-    batches = S.sft_batches(stream, torch.Generator().manual_seed(1))
-    cfg = TrainConfig(steps=3, batch_size=4, eval_every=0, save_every=2)
+    batches = S.sft_batches(stream, torch.Generator().manual_seed(1), device=device)
+    cfg = TrainConfig(steps=3, batch_size=4, eval_every=0, save_every=2, precision=precision)
     train(lm, batches, cfg, tmp_path, stream_state=(stream.state_dict, stream.load_state_dict))
     log = [json.loads(x) for x in (tmp_path / "log.jsonl").read_text().splitlines()]
     assert [r["step"] for r in log] == [1, 2, 3] and all(np.isfinite(r["loss"]) for r in log)
     assert (tmp_path / "model" / "model.safetensors").is_file()
     # resume: a longer run continues from step 3 and the saved weights
     lm2 = S.build_sudoku_model("sudoku-tiny", seed=99)
+    lm2.model.to(device)  # on CUDA the checkpoint's generator state comes back there: resuming must still work
     train(lm2, batches, cfg.model_copy(update={"steps": 5}), tmp_path,
           stream_state=(stream.state_dict, stream.load_state_dict))
     # an interrupted run (checkpoint at step 4, log up to 5) redoes step 5 without logging it twice
