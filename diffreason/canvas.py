@@ -278,7 +278,8 @@ class CanvasTemplate:
             shift += part.masks.shape[0]
         # each part's mask numbers move past the masks of the parts before it (one vectorised shift for all parts)
         index = torch.cat([part.mask_index for part in parts])
-        moved = torch.repeat_interleave(torch.tensor(shifts), torch.tensor([len(part) for part in parts]))
+        # (numpy's repeat: torch's repeat_interleave goes parallel, and on a busy CPU its threads wait for milliseconds)
+        moved = torch.from_numpy(np.repeat(np.asarray(shifts, dtype=np.int64), [len(part) for part in parts]))
         index = torch.where(index >= 0, index + moved, index)
         stacked = torch.cat([part.masks for part in parts])
         if len(parts) > 2 and stacked.shape[0] > 1:
