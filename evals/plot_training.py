@@ -42,12 +42,16 @@ def main(out: str, *run_dirs: str) -> None:
     for start, run in starts[1:]:
         ax.axvline(start, color="gray", ls="--", lw=1)
         ax.text(start, ax.get_ylim()[1], f" {Path(run).name}", fontsize=7, va="top", color="gray")
-    if evals:
-        key = next(k for k in evals[0][1] if k.endswith("_solved"))
+    # one series per held-out tier: runs may evaluate different tiers (`train sudoku --eval-tier`)
+    keys = list(dict.fromkeys(k for _, e in evals for k in e if k.endswith("_solved")))
+    if keys:
         ax2 = ax.twinx()
-        ax2.plot([s for s, _ in evals], [100 * e[key] for _, e in evals], "o-", color="tab:red", label=key)
-        ax2.set_ylabel(f"held-out {key.replace('_', ' ')} (%)", color="tab:red")
+        for key, color in zip(keys, ("tab:red", "tab:purple", "tab:orange", "tab:brown")):
+            points = [(s, 100 * e[key]) for s, e in evals if key in e]
+            ax2.plot(*zip(*points), "o-", color=color, label=f"held-out {key.replace('_', ' ')}")
+        ax2.set_ylabel("held-out solve rate (%)", color="tab:red")
         ax2.set_ylim(0, 100)
+        ax2.legend(loc="center right", fontsize=8)
     ax.set_title("training: " + " → ".join(Path(r).name for r in run_dirs), fontsize=9)
     ax.grid(alpha=0.3)
     fig.tight_layout()

@@ -393,3 +393,18 @@ def test_sweep_refuses_malformed_schedules(schedules, message, capsys):
     with pytest.raises(SystemExit) as exc:
         main(["--schedules", schedules])
     assert exc.value.code == 2 and message in capsys.readouterr().err
+
+
+def test_plot_training_draws_runs_that_evaluate_different_tiers(tmp_path):
+    from diffreason.evals.plot_training import main as plot_training
+
+    for name, tier in (("first", "medium"), ("second", "hard")):
+        run = tmp_path / name
+        run.mkdir()
+        records = [{"step": s, "loss": 1.0 / s, **({"eval": {f"{tier}_solved": s / 10}} if s % 2 == 0 else {})}
+                   for s in range(1, 7)]
+        (run / "log.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+        (run / "train_config.json").write_text(json.dumps({"batch_size": 8}))
+    out = tmp_path / "curve.png"
+    plot_training(str(out), str(tmp_path / "first"), str(tmp_path / "second"))
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
