@@ -227,6 +227,36 @@ def test_cli_solve_rejects_a_non_sudoku_model(tiny_checkpoint):
     assert p.returncode == 2 and "not a Sudoku model" in p.stderr
 
 
+def test_cli_train_deepens_the_init_model(sudoku_checkpoint, tmp_path):
+    run = tmp_path / "run"
+    p = run_cli("train", "sudoku", "--init-from", str(sudoku_checkpoint), "--grow-to", "3", "--steps", "1",
+                "--batch-size", "2", "--eval-every", "0", "--precision", "bf16", "--threads", "1", "--run-dir", str(run))
+    assert p.returncode == 0, p.stderr
+    from diffreason.model import load_model
+
+    grown = load_model(run / "model")
+    assert grown.config.text_config.num_hidden_layers == 3  # sudoku-tiny has 2
+    assert json.loads((run / "train_config.json").read_text())["precision"] == "bf16"
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--grow-to", "4"], "--grow-to deepens the --init-from model; give --init-from too"),
+        (["--init-from", "CKPT", "--grow-to", "2"], "has 2 layers already"),
+        (["--init-from", "CKPT", "--grow-to", "5"], "can add at most 1 layers"),
+        (["--eval-tier", "insane"], "--eval-tier 'insane': choose one of easy, medium, hard, extreme"),
+        (["--precision", "fp16"], "precision: Input should be 'fp32' or 'bf16'"),
+    ],
+)
+def test_cli_train_errors(args, message, sudoku_checkpoint, tmp_path):
+    args = [str(sudoku_checkpoint) if a == "CKPT" else a for a in args]
+    p = run_cli("train", "sudoku", "--steps", "1", "--run-dir", str(tmp_path / "run"), *args)
+    lines = [ln for ln in p.stderr.splitlines() if ln.strip()]
+    assert p.returncode == 2 and len(lines) == 1 and message in lines[0], p.stderr
+    assert not (tmp_path / "run" / "model").exists()
+
+
 def test_training_stream_mixes_in_unique_puzzles_under_symmetries():
     stream = S.SudokuStream(seed=5, pool_size=8, puzzle_fraction=1.0, puzzle_pool_size=10)
     solutions, blanks = stream.batch(12, progress=0.0)
