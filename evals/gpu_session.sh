@@ -1,7 +1,9 @@
 #!/bin/bash
 # The script the third GPU session ran (evals/reports/gpu_session3/): two Sudoku trainings side by side on the one
-# GPU, both from the embedded sudoku-base under bfloat16 autocast — (A) the same 6 layers, (B) deepened to 9 layers
-# (`--grow-to 9`: the added layers start as identities) — to see whether depth or more steps moves the hard tier.
+# GPU, both from the then-embedded sudoku-base (commit 72eab75's weights; A's result has replaced them since) under
+# bfloat16 autocast — (A) the same 6 layers, (B) deepened to 9 layers (`--grow-to 9`: the added layers start as
+# identities) — to see whether depth or more steps moves the hard tier. `MIN=M bash evals/gpu_session.sh` on a still
+# warm machine resumes both runs with an M-minute budget in all.
 # The device machine has torch but neither this package's pins nor network. Earlier sessions' scripts: this file at
 # commits e5329f3 (first: GPU checks, training from scratch, JSON) and 72eab75 (second: GPU checks + FlashInfer).
 #
