@@ -85,8 +85,12 @@ def run_eval(
             results, seconds = by_budget[max_budget]
             steps = [r.steps for r in results]
             solved_steps = [r.steps for r in results if r.solved]
+            unsolved_steps = [r.steps for r in results if not r.solved]
             entry["modes"][mode] = {
                 "solve_rate": sum(r.solved for r in results) / n,
+                # how the misses end: still unsure when the budget ran out, or stopped early on a wrong canvas
+                "unsolved_ran_out": sum(1 for s in unsolved_steps if s >= max_budget) / n,
+                "unsolved_stopped": sum(1 for s in unsolved_steps if s < max_budget) / n,
                 "steps_mean": statistics.mean(steps),
                 "steps_median": statistics.median(steps),
                 "steps_p90": _percentile(steps, 0.9),
@@ -129,18 +133,20 @@ def write_report(report: dict, out_dir: str | Path, command: str) -> list[Path]:
         "",
         "`model` = the plain renoise sampler over the template; `verified` = task-aware: cells whose argmax breaks a "
         "row/column/box constraint are re-noised each step. Steps are under early stop with a "
-        f"{max(budgets)}-step budget; budget columns are separate runs whose schedule spans that budget.",
+        f"{max(budgets)}-step budget; budget columns are separate runs whose schedule spans that budget. Unsolved "
+        "puzzles either ran out of steps (the sampler never became sure) or stopped early on a wrong canvas.",
         "",
         "| tier | givens | mode | solved | "
         + " | ".join(f"@{b}" for b in budgets)
-        + " | mean steps | median | p90 | puzzles/s | classical solver |",
-        "|---|---|---|---|" + "---|" * len(budgets) + "---|---|---|---|---|",
+        + " | unsolved: out of steps / stopped | mean steps | median | p90 | puzzles/s | classical solver |",
+        "|---|---|---|---|" + "---|" * len(budgets) + "---|---|---|---|---|---|",
     ]
     for tier, entry in report["tiers"].items():
         for mode, m in entry["modes"].items():
             lines.append(
                 f"| {tier} | {entry['givens_mean']:.1f} | {mode} | {100 * m['solve_rate']:.1f} % | "
                 + " | ".join(f"{100 * m['solve_rate_at_budget'][str(b)]:.1f} %" for b in budgets)
+                + f" | {100 * m['unsolved_ran_out']:.1f} / {100 * m['unsolved_stopped']:.1f} %"
                 + f" | {m['steps_mean']:.1f} | {m['steps_median']:.0f} | {m['steps_p90']:.0f} | "
                 f"{m['puzzles_per_second']:.1f} | {1e3 * entry['classical_seconds_per_puzzle']:.1f} ms |"
             )

@@ -19,31 +19,35 @@ from diffreason.sampler import SamplerConfig
 
 
 def sweep(lm, schedules, tiers, n: int, seed: int) -> list[dict]:
+    """Schedules: (t_max, t_min, max_steps or None[, entropy_bound]); None / left out: the checkpoint's."""
     base = lm.sampler_config
     rows = []
-    for t_max, t_min, max_steps in schedules:
+    for t_max, t_min, max_steps, *rest in schedules:
         max_steps = max_steps or base.max_denoising_steps
+        entropy_bound = rest[0] if rest and rest[0] is not None else base.entropy_bound
         lm.sampler_config = SamplerConfig(**{**base.model_dump(), "t_max": t_max, "t_min": t_min,
-                                             "max_denoising_steps": max_steps})
+                                             "max_denoising_steps": max_steps, "entropy_bound": entropy_bound})
         report = run_eval(lm, tiers, n, modes=("model",), budgets=(max_steps,), seed=seed)
         for tier, entry in report["tiers"].items():
             m = entry["modes"]["model"]
-            rows.append({"t_max": t_max, "t_min": t_min, "max_steps": max_steps, "tier": tier,
+            rows.append({"t_max": t_max, "t_min": t_min, "max_steps": max_steps, "entropy_bound": entropy_bound,
+                         "tier": tier,
                          "solve_rate": m["solve_rate"],
                          "steps_median": m["steps_median"], "steps_mean": m["steps_mean"]})
     lm.sampler_config = base
     return rows
 
 
-def _parse_schedule(text: str) -> tuple[float, float, int | None]:
+def _parse_schedule(text: str) -> tuple[float, float, int | None, float | None]:
     parts = text.split(":")
-    if len(parts) not in (2, 3):
+    if len(parts) not in (2, 3, 4):
         raise ValueError(text)
-    return float(parts[0]), float(parts[1]), int(parts[2]) if len(parts) == 3 else None
+    return (float(parts[0]), float(parts[1]), int(parts[2]) if len(parts) > 2 and parts[2] else None,
+            float(parts[3]) if len(parts) == 4 else None)
 
 
-def _schedule(row: dict) -> tuple[float, float, int]:
-    return row["t_max"], row["t_min"], row["max_steps"]
+def _schedule(row: dict) -> tuple:
+    return row["t_max"], row["t_min"], row["max_steps"], row.get("entropy_bound")
 
 
 def write(rows: list[dict], out: Path, command: str, model: str, n: int, seed: int) -> list[Path]:
@@ -55,9 +59,11 @@ def write(rows: list[dict], out: Path, command: str, model: str, n: int, seed: i
     lines = ["# Sudoku sampler schedule sweep (model mode)", "", f"Command: `{command}`  ",
              f"Model: `{model}`; {n} puzzles per tier, generator seed {seed} (a validation set: the report uses 2026); "
              "early stop within the step budget, over which the temperature falls. Cells: solved, median steps.", "",
-             "| t_max → t_min | step budget | " + " | ".join(tiers) + " |", "|---|---|" + "---|" * len(tiers)]
+             "| t_max → t_min | step budget | entropy bound | " + " | ".join(tiers) + " |",
+             "|---|---|---|" + "---|" * len(tiers)]
     for schedule in schedules:
-        lines.append(f"| {schedule[0]:g} → {schedule[1]:g} | {schedule[2]} | " + " | ".join(
+        bound = "" if schedule[3] is None else f"{schedule[3]:g}"
+        lines.append(f"| {schedule[0]:g} → {schedule[1]:g} | {schedule[2]} | {bound} | " + " | ".join(
             f"{100 * cell[*schedule, t]['solve_rate']:.1f} %, {cell[*schedule, t]['steps_median']:.0f}"
             for t in tiers) + " |")
     lines += ["", "![solve rate vs median steps](sweep.png)", ""]
@@ -91,7 +97,7 @@ def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", default="diffreason/weights/sudoku-base")
     parser.add_argument("--schedules", default="0.8:0.4,1.2:0.4,1.5:0.4,2.0:0.4",
-                        help="t_max:t_min[:max_steps],... (max_steps: the checkpoint's budget when left out)")
+                        help="t_max:t_min[:max_steps[:entropy_bound]],... (left out: the checkpoint's)")
     parser.add_argument("--tiers", default="medium,hard")
     parser.add_argument("--n", type=int, default=128)
     parser.add_argument("--seed", type=int, default=4242)
@@ -101,12 +107,12 @@ def main(argv=None) -> None:
         schedules = [_parse_schedule(s) for s in args.schedules.split(",")]
     except ValueError:
         parser.error(f"--schedules must look like 1.2:0.4,2.0:0.4:16, got {args.schedules!r}")
-    for t_max, t_min, max_steps in schedules:
+    for text, (t_max, t_min, max_steps, entropy_bound) in zip(args.schedules.split(","), schedules):
         try:
-            SamplerConfig(t_max=t_max, t_min=t_min, max_denoising_steps=48 if max_steps is None else max_steps)
+            SamplerConfig(t_max=t_max, t_min=t_min, max_denoising_steps=48 if max_steps is None else max_steps,
+                          **({} if entropy_bound is None else {"entropy_bound": entropy_bound}))
         except ValueError as exc:
-            parser.error(f"schedule {t_max:g}:{t_min:g}{'' if max_steps is None else f':{max_steps}'}: "
-                         f"{exc.errors()[0]['msg'].removeprefix('Value error, ')}")
+            parser.error(f"schedule {text}: {exc.errors()[0]['msg'].removeprefix('Value error, ')}")
     lm = load_model(args.model)
     rows = sweep(lm, schedules, [t for t in args.tiers.split(",") if t], args.n, args.seed)
     command = "python -m diffreason.evals.sudoku_sweep " + " ".join(sys.argv[1:] if argv is None else argv)

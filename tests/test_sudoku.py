@@ -374,8 +374,9 @@ def test_cli_eval_writes_json_markdown_and_png(sudoku_checkpoint, tmp_path):
         for m in entry["modes"].values():
             assert 0 <= m["solve_rate"] <= 1 and set(m["solve_rate_at_budget"]) == {"2", "4"}
             assert 1 <= m["steps_median"] <= 4 and len(m["solved_within"]) == 4
+            assert m["solve_rate"] + m["unsolved_ran_out"] + m["unsolved_stopped"] == pytest.approx(1)
     md = (tmp_path / "sudoku.md").read_text()
-    assert "| easy |" in md and "verified" in md and "diffreason eval sudoku" in md
+    assert "| easy |" in md and "verified" in md and "diffreason eval sudoku" in md and "out of steps / stopped" in md
     assert (tmp_path / "sudoku.png").read_bytes()[:4] == b"\x89PNG"
     bad = run_cli("eval", "sudoku", "--model", str(sudoku_checkpoint), "--tiers", "impossible")
     assert bad.returncode == 2 and "unknown tier or mode 'impossible'" in bad.stderr
@@ -404,19 +405,21 @@ def test_temperature_sweep_reports_every_schedule_and_restores_the_sampler(sudok
     from diffreason.evals.sudoku_sweep import sweep, write
 
     before = sudoku_lm.sampler_config
-    rows = sweep(sudoku_lm, [(0.8, 0.4, None), (1.5, 0.4, 3)], ["easy"], n=2, seed=0)
+    rows = sweep(sudoku_lm, [(0.8, 0.4, None), (1.5, 0.4, 3, 0.05)], ["easy"], n=2, seed=0)
     assert sudoku_lm.sampler_config is before
     budget = before.max_denoising_steps
-    assert [(r["t_max"], r["max_steps"], r["tier"]) for r in rows] == [(0.8, budget, "easy"), (1.5, 3, "easy")]
+    assert [(r["t_max"], r["max_steps"], r["entropy_bound"], r["tier"]) for r in rows] == [
+        (0.8, budget, before.entropy_bound, "easy"), (1.5, 3, 0.05, "easy")]
     assert all(0 <= r["solve_rate"] <= 1 and 1 <= r["steps_median"] <= r["max_steps"] for r in rows)
     write(rows, tmp_path, "cmd", "tiny", 2, 0)
     md = (tmp_path / "sweep.md").read_text()
-    assert f"| 0.8 → 0.4 | {budget} |" in md and "| 1.5 → 0.4 | 3 |" in md
+    assert f"| 0.8 → 0.4 | {budget} | {before.entropy_bound:g} |" in md and "| 1.5 → 0.4 | 3 | 0.05 |" in md
     assert (tmp_path / "sweep.png").stat().st_size > 0
 
 
 @pytest.mark.parametrize("schedules, message", [("1.5", "must look like"), ("1.5:0.4:x", "must look like"),
-                                                 ("1.5:0.4:0", "greater than or equal to 1")])
+                                                 ("1.5:0.4:0", "greater than or equal to 1"),
+                                                 ("1.5:0.4:20:-1", "schedule 1.5:0.4:20:-1: Input should be greater")])
 def test_sweep_refuses_malformed_schedules(schedules, message, capsys):
     from diffreason.evals.sudoku_sweep import main
 
