@@ -6,6 +6,8 @@ validation set (generator seed 4242, not the report's 2026):
 
     python -m diffreason.evals.sudoku_sweep --schedules 0.8:0.4,1.5:0.4,1.5:0.4:16,2.0:0.4:24 --n 128 \\
         --out evals/reports/sudoku_sweep
+
+A fourth field sets the sampler's entropy bound too (`1.2:0.4:20:0.05`; `1.2:0.4::0.05` keeps the step budget).
 """
 
 from __future__ import annotations
