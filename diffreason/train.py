@@ -4,7 +4,8 @@ Per example: t ~ U(t_min, 1); each corruptible (free) canvas position is replace
 random token from its allowed set (no mask token); cross-entropy of the clean canvas under the template's allowed sets
 (no 1/t weight), averaged over the corruptible positions; plus the encoder's next-token loss on the prompt when there is
 one. Self-conditioning is trained in two passes: pass 1 without it (no grad); per example with probability p its logits
-condition pass 2, otherwise the signal is exactly zero (`self_conditioning_mask`).
+condition pass 2, otherwise the signal is exactly zero (`self_conditioning_mask`; pass 1 runs only for the examples
+drawn).
 
 A task supplies batches (`SFTBatch`); `train()` owns the loop: AdamW with warmup + cosine decay, gradient clipping, a
 rich progress bar (loss, steps/s), periodic evaluation, and checkpoints (model, optimiser, scheduler, step, RNG, data
@@ -69,10 +70,10 @@ class SFTBatch:
         return SFTBatch(*(move(getattr(self, f)) for f in ("prompt_ids", "target", "noise", "corruptible", "allowed")))
 
 
-def _forward(model, batch: SFTBatch, canvas, sc_logits=None, sc_mask=None):
+def _forward(model, prompt_ids, canvas, sc_logits=None, sc_mask=None):
     cache = DynamicCache(config=model.config.get_text_config(decoder=True))
     return model(
-        input_ids=batch.prompt_ids,
+        input_ids=prompt_ids,
         decoder_input_ids=canvas,
         past_key_values=cache,
         self_conditioning_logits=sc_logits,
@@ -88,17 +89,22 @@ def sft_loss(model, batch: SFTBatch, cfg: TrainConfig, generator: torch.Generato
     corrupt = batch.corruptible & (torch.rand(B, C, generator=generator, device=device) < t)
     canvas = torch.where(corrupt, batch.noise, batch.target)
 
-    def constrain(logits):
-        return logits if batch.allowed is None else logits.masked_fill(~batch.allowed, float("-inf"))
+    def constrain(logits, rows=slice(None)):
+        return logits if batch.allowed is None else logits.masked_fill(~batch.allowed[rows], float("-inf"))
 
     autocast = torch.autocast(device.type, dtype=torch.bfloat16, enabled=cfg.precision == "bf16")
     sc_logits = sc_mask = None
     if cfg.self_conditioning_p > 0:
-        with torch.no_grad(), autocast:
-            sc_logits = constrain(_forward(model, batch, canvas).logits.float())
         sc_mask = torch.rand(B, generator=generator, device=device) < cfg.self_conditioning_p
+        # pass 1 only for the examples that use it (the mask zeroes the others' signal): half the pass at p = 0.5
+        rows = sc_mask.nonzero().squeeze(1)
+        if len(rows):
+            with torch.no_grad(), autocast:
+                chosen_logits = constrain(_forward(model, batch.prompt_ids[rows], canvas[rows]).logits.float(), rows)
+            sc_logits = chosen_logits.new_zeros((B, *chosen_logits.shape[1:]))
+            sc_logits[rows] = chosen_logits
     with autocast:
-        out = _forward(model, batch, canvas, sc_logits, sc_mask)
+        out = _forward(model, batch.prompt_ids, canvas, sc_logits, sc_mask)
     logits = constrain(out.logits.float())
     ce = torch.nn.functional.cross_entropy(logits.flatten(0, 1), batch.target.flatten(), reduction="none").view(B, C)
     weight = batch.corruptible.float()

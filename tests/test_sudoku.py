@@ -305,6 +305,32 @@ def test_training_runs_and_resumes(tmp_path, device, precision):
     assert [r["step"] for r in log] == [1, 2, 3, 4, 5]
 
 
+def test_self_conditioning_pass_runs_only_for_the_examples_that_use_it(monkeypatch):
+    from diffreason.train import TrainConfig, _forward, sft_loss
+
+    model = S.build_sudoku_model("sudoku-tiny", seed=2).model
+    batch = S.sft_batches(S.SudokuStream(seed=2, pool_size=8), torch.Generator().manual_seed(2))(8, 1.0)
+    cfg = TrainConfig(self_conditioning_p=0.5)
+    sizes, forward = [], model.forward
+    monkeypatch.setattr(model, "forward", lambda **kw: sizes.append(kw["input_ids"].shape[0]) or forward(**kw))
+    loss, _ = sft_loss(model, batch, cfg, torch.Generator().manual_seed(3))
+    monkeypatch.undo()
+    # the objective as written: pass 1 over the whole batch, its logits kept where the per-example draw says so
+    g = torch.Generator().manual_seed(3)
+    B, C = batch.target.shape
+    t = cfg.t_min + (1 - cfg.t_min) * torch.rand(B, 1, generator=g)
+    canvas = torch.where(batch.corruptible & (torch.rand(B, C, generator=g) < t), batch.noise, batch.target)
+    sc_mask = torch.rand(B, generator=g) < cfg.self_conditioning_p
+    assert 0 < int(sc_mask.sum()) < B and sizes == [int(sc_mask.sum()), B]
+    with torch.no_grad():
+        sc_logits = _forward(model, batch.prompt_ids, canvas).logits.masked_fill(~batch.allowed, float("-inf"))
+        logits = _forward(model, batch.prompt_ids, canvas, sc_logits, sc_mask).logits
+    ce = torch.nn.functional.cross_entropy(logits.masked_fill(~batch.allowed, float("-inf")).flatten(0, 1),
+                                           batch.target.flatten(), reduction="none").view(B, C)
+    weight = batch.corruptible.float()
+    assert float(loss) == pytest.approx(float((ce * weight).sum() / weight.sum()), rel=1e-5)
+
+
 def test_time_budget_ends_the_schedule_and_resumes_with_the_time_spent(tmp_path, monkeypatch):
     import diffreason.train as T
 
