@@ -231,9 +231,8 @@ def train_sudoku(
         base = load_model(init_from)
         if base.tokenizer.get_vocab() != sudoku.make_tokenizer().get_vocab():
             raise DiffreasonError(f"--init-from {str(init_from)!r} is not a Sudoku model (its vocabulary differs)")
-        if grow_to is not None:
-            base = grow_depth(base, grow_to)
-        build = lambda: base  # noqa: E731
+        # deepened only for a new run: a resumed one already has its (deeper) weights in the run directory
+        build = lambda: base if grow_to is None else grow_depth(base, grow_to)  # noqa: E731
     else:
         build = lambda: sudoku.build_sudoku_model(preset, seed)  # noqa: E731
     lm = resume_or_build(run_dir, build)

@@ -49,7 +49,7 @@ def _parse_schedule(text: str) -> tuple[float, float, int | None, float | None]:
 
 
 def _schedule(row: dict) -> tuple:
-    return row["t_max"], row["t_min"], row["max_steps"], row.get("entropy_bound")
+    return row["t_max"], row["t_min"], row["max_steps"], row["entropy_bound"]
 
 
 def write(rows: list[dict], out: Path, command: str, model: str, n: int, seed: int) -> list[Path]:
@@ -64,8 +64,7 @@ def write(rows: list[dict], out: Path, command: str, model: str, n: int, seed: i
              "| t_max → t_min | step budget | entropy bound | " + " | ".join(tiers) + " |",
              "|---|---|---|" + "---|" * len(tiers)]
     for schedule in schedules:
-        bound = "" if schedule[3] is None else f"{schedule[3]:g}"
-        lines.append(f"| {schedule[0]:g} → {schedule[1]:g} | {schedule[2]} | {bound} | " + " | ".join(
+        lines.append(f"| {schedule[0]:g} → {schedule[1]:g} | {schedule[2]} | {schedule[3]:g} | " + " | ".join(
             f"{100 * cell[*schedule, t]['solve_rate']:.1f} %, {cell[*schedule, t]['steps_median']:.0f}"
             for t in tiers) + " |")
     lines += ["", "![solve rate vs median steps](sweep.png)", ""]
