@@ -416,13 +416,15 @@ def _optional_prefixed_slot(literal: str, rest: str, tokenizer, length: int, int
         return None
     value = inner.slots[0]
     V = value.automaton.vocab_size
-    masks = torch.zeros((m, V), dtype=torch.bool)
-    masks[torch.arange(m), torch.tensor(ids)] = True
-    masks = torch.cat([masks, inner.masks])
+    # numpy, not torch: a handful of small operations per member, where torch's per-call overhead dominated
+    masks = np.zeros((m + inner.masks.shape[0], V), dtype=bool)
+    masks[np.arange(m), ids] = True
+    masks[m:] = inner.masks.numpy()
     masks[:, pad] = True
-    mask_index = torch.cat([torch.arange(m), inner.mask_index + m])
+    mask_index = np.concatenate([np.arange(m), inner.mask_index.numpy() + m])
     automaton = PrefixedAutomaton(ids, pad, value.automaton, value.backward)
-    return CanvasTemplate._of(V, torch.full((length,), FREE), mask_index, masks, slots=[Slot(0, length, automaton)])
+    return CanvasTemplate._of(V, torch.full((length,), FREE), torch.from_numpy(mask_index), torch.from_numpy(masks),
+                              slots=[Slot(0, length, automaton)])
 
 
 @dataclass(frozen=True, eq=False)

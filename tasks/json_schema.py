@@ -376,6 +376,20 @@ class _Compiler:
         except Exception:  # an unresolvable reference or a malformed keyword: not a value we can vouch for
             return False
 
+    def valid_member(self, value: Any, node: dict, key: str) -> bool:
+        """`valid(value, node)` for a value of the node's own `key` ('enum' or 'const'), which it satisfies: when
+        nothing but a type stands beside it, only the type is checked (a long enum was quadratic through jsonschema)."""
+        others = node.keys() - ANNOTATIONS - {key}
+        if not others <= {"type"}:
+            return self.valid(value, node)
+        kinds = node.get("type", [])
+        kinds = kinds if isinstance(kinds, list) else [kinds]
+        if not all(isinstance(k, str) and k in SUPPORTED for k in kinds):
+            return self.valid(value, node)  # (jsonschema says what is wrong with the type)
+        if self._validator is None:
+            self._validator = validator(self.root)
+        return not others or any(self._validator.is_type(value, k) for k in kinds)
+
     def fail(self, path: str, message: str):
         raise SchemaError(f"{message} at {path or '#'}")
 
@@ -803,7 +817,8 @@ class _Compiler:
             values = [schema["const"]] if key == "const" else schema["enum"]
             if not isinstance(values, list) or not values:
                 self.fail(f"{path}/enum", "'enum' must be a non-empty list")
-            lits = [json.dumps(v, separators=(",", ":"), ensure_ascii=False) for v in values if self.valid(v, schema)]
+            lits = [json.dumps(v, separators=(",", ":"), ensure_ascii=False) for v in values
+                    if self.valid_member(v, schema, key)]
             if not lits:
                 raise _NoValue(f"no '{key}' value satisfies the rest of the schema at {path}/{key}")
             return Choice(lits), max(len(v) for v in lits) + 2

@@ -481,6 +481,12 @@ def test_pydantic_discriminated_union_compiles_to_one_of():
     # a $ref beside an enum: both apply
     ({"$defs": {"pos": {"type": "integer", "minimum": 0}}, "type": "object", "required": ["a"],
       "properties": {"a": {"enum": [-1, 2, "x"], "$ref": "#/$defs/pos"}}}, [{"a": 2}]),
+    # only a type beside the enum (checked without jsonschema's whole validation): type lists, 1.0 an integer, a
+    # boolean none
+    ({"type": "object", "required": ["a"], "properties": {"a": {"type": ["integer", "null"], "title": "A",
+                                                                "enum": [1, 1.0, 1.5, True, None, "x"]}}},
+     [{"a": 1}, {"a": None}]),
+    ({"type": "object", "required": ["a"], "properties": {"a": {"type": "string", "const": "x"}}}, [{"a": "x"}]),
 ])
 def test_enum_values_must_satisfy_the_whole_schema(schema, allowed):
     compiled = compile_schema(schema, TOK)
@@ -488,6 +494,18 @@ def test_enum_values_must_satisfy_the_whole_schema(schema, allowed):
         value = fill_and_parse(compiled, seed)
         validate(value, schema)
         assert value in allowed
+
+
+@pytest.mark.parametrize("schema, offered", [
+    ({"type": ["integer", "null"], "enum": [1, 1.5, True, None, "x"]}, {"1", "null"}),  # only a type beside it
+    ({"enum": [1, 1.5, True, None, "x"], "description": "d"}, {"1", "1.5", "true", "null", '"x"'}),  # nothing
+    ({"type": "number", "enum": [1, 1.5, True, None, "x"], "maximum": 1}, {"1"}),  # more: jsonschema decides
+])
+def test_the_enum_slot_offers_exactly_the_values_that_validate(schema, offered):
+    slot = compile_schema(schema, TOK).template.slots[0]
+    for text in ["1", "1.5", "true", "null", '"x"']:
+        tokens = TOK.encode(text, add_special_tokens=False)
+        assert slot.automaton.accepts(tokens + [TOK.pad_token_id] * (slot.length - len(tokens))) is (text in offered)
 
 
 def test_an_enum_no_value_of_which_validates_fails_clearly():

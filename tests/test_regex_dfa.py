@@ -127,8 +127,21 @@ def test_a_choice_of_literals_is_built_without_parsing_as_its_regex_would_be():
     for texts in ([json.dumps(v, ensure_ascii=False) for v in values], ['"x"'], ["null", "nul"]):
         choice = Choice(texts)
         assert choice == "(" + "|".join(re.escape(t) for t in texts) + ")" and choice.texts == tuple(texts)
+        parsed = automaton._parse(str(choice), ()).to_fsm()
+        assert not isinstance(str(choice), Choice)
+        trie = automaton._build_char_fsm(choice)  # the trie of the texts
+        assert len(trie.states) == 1 + len({t[:i] for t in texts for i in range(1, len(t) + 1)})
         fast = regex_dfa.build_fsm(automaton._parse(choice, ()), automaton._intersection_node_cls(), 10_000)
-        parsed = automaton._parse(str(choice), ())
-        assert not isinstance(str(choice), Choice) and fast.equivalent(parsed.to_fsm())
-        for t in texts:
-            assert fast.accepts(t) and not fast.accepts(t + "q")
+        for fsm in (trie, fast):
+            assert fsm.equivalent(parsed)
+            for t in texts:
+                assert fsm.accepts(t) and not fsm.accepts(t + "q")
+
+
+def test_a_choice_too_large_for_the_state_limit_fails_clearly(monkeypatch):
+    from diffreason.composed import Choice
+
+    monkeypatch.setattr(automaton, "MAX_STATES", 10)
+    automaton._build_char_fsm(Choice(["abcd", "abce"]))  # 6 states
+    with pytest.raises(automaton.AutomatonTooLarge, match="exceeds 10 states"):
+        automaton._build_char_fsm(Choice(["abcdef", "ghijk"]))
