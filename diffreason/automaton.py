@@ -165,10 +165,24 @@ def expand_moves(src, tok, dst, parent: np.ndarray):
     return np.repeat(src, reps), children[np.repeat(starts[tok], reps) + offsets], np.repeat(dst, reps)
 
 
-try:  # y |= A x over booleans, in C: scipy's own CSR kernel (bool data: += is OR, * is AND)
-    from scipy.sparse._sparsetools import csr_matvec as _csr_matvec
-except ImportError:  # (a private module: should a scipy move it, the numpy step below does the same work)
-    _csr_matvec = None
+try:  # y |= A x over booleans, in C: scipy's own CSR kernels (bool data: += is OR, * is AND)
+    from scipy.sparse._sparsetools import csr_matvec as _csr_matvec, csr_matvecs as _csr_matvecs
+except ImportError:  # (a private module: should a scipy move it, the numpy steps below do the same work)
+    _csr_matvec = _csr_matvecs = None
+
+
+def _or_product(indptr: np.ndarray, indices: np.ndarray, x: np.ndarray) -> np.ndarray:
+    """y[r] = OR of the rows x[indices[indptr[r]:indptr[r+1]]]: a boolean sparse [R, N] matrix in CSR form (int32
+    indptr and column indices, no data) times a boolean [N, K] one. scipy's public product would convert both to
+    numbers and check them first, several times the work on these sizes."""
+    y = np.zeros((indptr.size - 1, x.shape[1]), dtype=bool)
+    if _csr_matvecs is not None:
+        _csr_matvecs(y.shape[0], x.shape[0], x.shape[1], indptr, indices, np.ones(indices.size, dtype=bool), x, y)
+    else:
+        filled = np.flatnonzero(np.diff(indptr))  # (reduceat would copy a row where a row of the matrix is empty)
+        if filled.size:
+            y[filled] = np.logical_or.reduceat(x[indices], indptr[filled], axis=0)
+    return y
 
 
 class _Sweep:
@@ -336,11 +350,10 @@ class TokenAutomaton:
         return self.src * self.num_classes + self.tok
 
     @cached_property
-    def state_pairs(self) -> tuple[np.ndarray, np.ndarray, "scipy.sparse.csr_matrix"]:
-        """The moves grouped by (source, target) state pair: (sources [P], targets [P], pair → token classes as a
-        sparse 0/1 [P, classes] matrix). Reachability only depends on the pairs, of which there are far fewer than token moves."""
-        import scipy.sparse
-
+    def state_pairs(self) -> tuple[np.ndarray, np.ndarray, tuple[np.ndarray, np.ndarray]]:
+        """The moves grouped by (source, target) state pair: (sources [P], targets [P], token class → pairs as a
+        boolean [classes, P] CSR matrix without data: (indptr, pair numbers)). Reachability only depends on the pairs,
+        of which there are far fewer than token moves."""
         S = self.num_states
         src, tok, dst = (t.numpy() for t in self.edges)
         keys = src * S + dst
@@ -352,15 +365,12 @@ class TokenAutomaton:
             inverse = number[keys]
         else:
             pairs, inverse = np.unique(keys, return_inverse=True)
-        # The [P, V] matrix in CSR form directly: moves grouped by pair (a stable sort, radix on 16-bit pair
-        # numbers), which scipy's (row, column) constructor does with far more overhead. A composed automaton may
-        # repeat a (pair, token) entry; products sum it, and only > 0 matters.
-        order = np.argsort(inverse.astype(np.uint16) if pairs.size <= 2**16 else inverse, kind="stable")
-        indptr = np.zeros(pairs.size + 1, dtype=np.int64)
-        np.cumsum(np.bincount(inverse, minlength=pairs.size), out=indptr[1:])
-        tokens = scipy.sparse.csr_matrix((np.ones(tok.size, np.float32), tok[order], indptr),
-                                         shape=(pairs.size, self.num_classes))
-        return pairs // S, pairs % S, tokens
+        # moves grouped by class (a stable sort, radix on 16-bit class numbers); a composed automaton may repeat a
+        # (class, pair) entry, which an OR does not mind
+        order = np.argsort(tok.astype(np.uint16) if self.num_classes <= 2**16 else tok, kind="stable")
+        indptr = np.zeros(self.num_classes + 1, dtype=np.int32)
+        np.cumsum(np.bincount(tok, minlength=self.num_classes), out=indptr[1:])
+        return pairs // S, pairs % S, (indptr, inverse[order].astype(np.int32))
 
     def slot_sets(self, length: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """(allowed [L, V] bool, forward [L+1, S], backward [L+1, S]) for a slot of exactly `length` tokens.
@@ -382,16 +392,16 @@ class TokenAutomaton:
 
     def _class_sets(self, length: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """`slot_sets` over token classes, as numpy arrays."""
-        src, dst, pair_tokens = self.state_pairs
+        src, dst, class_pairs = self.state_pairs
         reached, finishing = self._reach(length)
         forward = reached[: length + 1].copy()  # (the shared tables stay private to the automaton)
         backward = np.ascontiguousarray(finishing[length::-1])  # backward[k] = finishing[length - k]
         if not (forward[0] & backward[0]).any():
             raise TemplateError(f"no value of this type fits in exactly {length} tokens")
         # position k allows the tokens of the moves from a state reachable in k tokens to one that can still finish
-        live = forward[:-1, src] & backward[1:, dst]  # [L, P]
-        allowed = np.asarray(pair_tokens.T @ live.T.astype(np.float32)).T > 0  # sparse [C, P] @ [P, L]: linear in moves
-        return allowed, forward, backward
+        live = np.ascontiguousarray((forward[:-1, src] & backward[1:, dst]).T)  # [P, L]
+        allowed = _or_product(*class_pairs, live)  # [C, P] @ [P, L]: linear in moves
+        return np.ascontiguousarray(allowed.T), forward, backward
 
     def _reach(self, length: int) -> tuple[np.ndarray, np.ndarray]:
         """(reached [length+1, S], finishing [length+1, S]): reached[k, s] — s is reachable from the start in exactly

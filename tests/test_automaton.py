@@ -2,6 +2,7 @@
 
 import re
 
+import numpy as np
 import pytest
 import torch
 from hypothesis import given, settings
@@ -124,9 +125,8 @@ def test_caches_are_bounded_by_bytes_not_count():
     slot = CanvasTemplate.from_regex('"[a-z]{1,9}"', TOK, 12)
     automaton = slot.slots[0].automaton
     assert "state_pairs" in automaton.__dict__  # derived while building the slot
-    sources, targets, pair_tokens = automaton.state_pairs
-    derived = automaton._keys.numel() * 8 + sources.nbytes + targets.nbytes
-    derived += pair_tokens.data.nbytes + pair_tokens.indices.nbytes + pair_tokens.indptr.nbytes
+    sources, targets, (indptr, pairs) = automaton.state_pairs
+    derived = automaton._keys.numel() * 8 + sources.nbytes + targets.nbytes + indptr.nbytes + pairs.nbytes
     moves = sum(t.numel() * t.element_size() for t in (automaton.src, automaton.tok, automaton.dst))
     assert automaton.nbytes >= moves + derived
     assert slot.nbytes >= slot.masks.numel() + slot.slots[0].backward.numel() + automaton.nbytes
@@ -213,21 +213,23 @@ def test_complement_parts_stand_for_what_their_regex_does_not_match():
 @pytest.mark.parametrize("regex", REGEXES)
 def test_slots_of_one_automaton_at_several_lengths_share_reachability_correctly(regex, kernel, monkeypatch):
     """Reachability tables kept with the automaton (grown as longer slots ask) give every length the sets a fresh
-    automaton computes for it alone, in whatever order the lengths come; the sweep's step with scipy's CSR kernel
-    gives what the numpy step gives (used without that kernel: should a scipy release move it)."""
+    automaton computes for it alone, in whatever order the lengths come; the work done with scipy's CSR kernels
+    gives what numpy gives (used without those kernels: should a scipy release move them)."""
     import dataclasses
 
     import diffreason.automaton as automaton
 
     if kernel == "numpy":
         monkeypatch.setattr(automaton, "_csr_matvec", None)
+        monkeypatch.setattr(automaton, "_csr_matvecs", None)
     # (a copy: the cached automaton keeps the tables other tests built)
     shared = dataclasses.replace(TokenAutomaton.from_regex(regex, TOK)).with_padding(PAD)
     for length in (40, 3, 70, 1, 33, 65, 12):
         fresh = dataclasses.replace(shared)  # the same moves, nothing derived yet
         try:
-            with monkeypatch.context() as numpy_step:
+            with monkeypatch.context() as numpy_step:  # (the reference)
                 numpy_step.setattr(automaton, "_csr_matvec", None)
+                numpy_step.setattr(automaton, "_csr_matvecs", None)
                 expected = [t.tolist() for t in fresh.slot_sets(length)]
         except TemplateError:
             with pytest.raises(TemplateError):
@@ -385,3 +387,22 @@ def test_slot_masks_are_the_distinct_allowed_sets(regex):
     firsts = [index.tolist().index(r) for r in range(masks.shape[0])]
     assert firsts == sorted(firsts)
     assert masks.shape[0] > 1
+
+
+@pytest.mark.parametrize("kernel", ["scipy", "numpy"])
+def test_or_product_of_a_sparse_and_a_dense_boolean_matrix(kernel, monkeypatch):
+    """y[r] = OR over the rows of x that row r of the sparse matrix names, empty rows (first, inner, last) False."""
+    import diffreason.automaton as automaton
+
+    if kernel == "numpy":
+        monkeypatch.setattr(automaton, "_csr_matvecs", None)
+    rng = np.random.default_rng(0)
+    dense = rng.random((7, 9)) < 0.3
+    dense[[0, 3, 6]] = False
+    x = rng.random((9, 5)) < 0.4
+    indptr = np.zeros(8, dtype=np.int32)
+    np.cumsum(dense.sum(axis=1), out=indptr[1:])
+    indices = np.flatnonzero(dense.reshape(-1)).astype(np.int32) % 9
+    y = automaton._or_product(indptr, indices, x)
+    assert y.dtype == bool and y.tolist() == ((dense.astype(int) @ x.astype(int)) > 0).tolist()
+    assert not y[[0, 3, 6]].any()
