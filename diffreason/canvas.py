@@ -276,16 +276,18 @@ class CanvasTemplate:
             shifts.append(shift)
             offset += len(part)
             shift += part.masks.shape[0]
-        # each part's mask numbers move past the masks of the parts before it (one vectorised shift for all parts)
-        index = torch.cat([part.mask_index for part in parts])
-        # (numpy's repeat: torch's repeat_interleave goes parallel, and on a busy CPU its threads wait for milliseconds)
-        moved = torch.from_numpy(np.repeat(np.asarray(shifts, dtype=np.int64), [len(part) for part in parts]))
-        index = torch.where(index >= 0, index + moved, index)
-        stacked = torch.cat([part.masks for part in parts])
+        # numpy, not torch: torch's per-call overhead, and its ops going parallel (on a busy CPU their threads wait
+        # for milliseconds). Each part's mask numbers move past the masks of the parts before it (one vectorised shift)
+        index = np.concatenate([part.mask_index.numpy() for part in parts])
+        moved = np.repeat(np.asarray(shifts, dtype=np.int64), [len(part) for part in parts])
+        index = np.where(index >= 0, index + moved, index)
+        stacked = np.concatenate([part.masks.numpy() for part in parts])
         if len(parts) > 2 and stacked.shape[0] > 1:
-            stacked, inverse = _unique_rows(stacked)
-            index = torch.where(index >= 0, inverse[index.clamp(min=0)], index)
-        return cls._of(vocab, torch.cat([part.fixed for part in parts]), index, stacked, slots)  # (parts: checked)
+            stacked, inverse = unique_rows(stacked)
+            index = np.where(index >= 0, inverse[np.maximum(index, 0)], index)
+        fixed = np.concatenate([part.fixed.numpy() for part in parts])
+        return cls._of(vocab, torch.from_numpy(fixed), torch.from_numpy(index), torch.from_numpy(stacked),
+                       slots)  # (parts: checked)
 
 
 @dataclass
@@ -380,12 +382,6 @@ def _regex_slot(regex: str, tokenizer, length: int, intersections=()) -> CanvasT
     return _SLOTS.get((regex, tokenizer, length, intersections),
                       lambda: _build_regex_slot(regex, tokenizer, length, intersections),
                       lambda t: t.nbytes)
-
-
-def _unique_rows(masks: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """(distinct rows in order of first appearance, each row's index among them)."""
-    rows, inverse = unique_rows(masks.numpy())
-    return torch.from_numpy(rows), torch.from_numpy(inverse)
 
 
 def _build_regex_slot(regex: str, tokenizer, length: int, intersections=()) -> CanvasTemplate:
