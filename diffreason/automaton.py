@@ -123,7 +123,7 @@ class TokenClasses:
         starts = np.concatenate([[0], ends[:-1]])
         raw, width = pairs.tobytes(), pairs.itemsize * 2
         of = number_by_bytes([raw[a * width : b * width] for a, b in zip(starts.tolist(), ends.tolist())])
-        first = first_of_each(of)
+        first = first_appearances(of)
         return TokenClasses(of, first.size), first[of[tok]] == tok
 
 
@@ -151,10 +151,18 @@ def first_of_each(numbers: np.ndarray) -> np.ndarray:
     return np.unique(numbers, return_index=True)[1]
 
 
+def first_appearances(numbers: np.ndarray) -> np.ndarray:
+    """`first_of_each` for numbers given in order of first appearance (as `number_by_bytes` gives them): where
+    each is the largest so far for the first time, found without a sort."""
+    if not numbers.size:
+        return np.zeros(0, dtype=np.int64)
+    return np.flatnonzero(np.concatenate([[True], numbers[1:] > np.maximum.accumulate(numbers)[:-1]]))
+
+
 def unique_rows(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(distinct rows of a bool matrix in order of first appearance, each row's index among them)."""
     inverse, _ = number_rows(np.packbits(rows, axis=1))
-    return rows[first_of_each(inverse)], inverse
+    return rows[first_appearances(inverse)], inverse
 
 
 def expand_moves(src, tok, dst, parent: np.ndarray):

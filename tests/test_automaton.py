@@ -406,3 +406,14 @@ def test_or_product_of_a_sparse_and_a_dense_boolean_matrix(kernel, monkeypatch):
     y = automaton._or_product(indptr, indices, x)
     assert y.dtype == bool and y.tolist() == ((dense.astype(int) @ x.astype(int)) > 0).tolist()
     assert not y[[0, 3, 6]].any()
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.integers(0, 6), max_size=30))
+def test_first_appearances_of_numbers_given_in_order_of_first_appearance(values):
+    """Rows numbered by first appearance: where each number first stands, as np.unique finds it by sorting."""
+    from diffreason.automaton import first_appearances, first_of_each, number_by_bytes
+
+    numbers = number_by_bytes([bytes([v]) for v in values])
+    assert first_appearances(numbers).tolist() == first_of_each(numbers).tolist()
+    assert [values[i] for i in first_appearances(numbers)] == list(dict.fromkeys(values))
