@@ -90,6 +90,7 @@ def run_eval(files, tokenizer, model=None, fillings: int = 2, seed: int = 0, pro
     per = collections.defaultdict(lambda: collections.Counter())
     compile_us_per_pos, warm_us_per_pos, compile_ms, seconds_per_object, steps = [], [], [], [], []
     positions = 0  # canvas positions of all compiled schemas
+    slowest = []  # (first-time compile ms, schema, positions)
     plausible, plausible_random = [], []  # outputs' similarity to the valid instances (model, random fillings)
     reasons = collections.Counter()
     validator_disagreements = 0
@@ -127,6 +128,9 @@ def run_eval(files, tokenizer, model=None, fillings: int = 2, seed: int = 0, pro
         compile_ms.append(1e3 * elapsed)
         compile_us_per_pos.append(1e6 * elapsed / max(1, len(compiled.template)))
         positions += len(compiled.template)
+        per[coll]["compile_us"] += 1e6 * elapsed
+        per[coll]["positions"] += len(compiled.template)
+        slowest.append((1e3 * elapsed, path.name, len(compiled.template)))
         t = time.perf_counter()
         compile_schema(schema, tokenizer)  # the same schema again: what a server pays per repeated request
         warm_us_per_pos.append(1e6 * (time.perf_counter() - t) / max(1, len(compiled.template)))
@@ -191,6 +195,7 @@ def run_eval(files, tokenizer, model=None, fillings: int = 2, seed: int = 0, pro
         "plausibility_random_fillings_mean": statistics.mean(plausible_random) if plausible_random else None,
         "seconds_per_object_mean": statistics.mean(seconds_per_object) if seconds_per_object else None,
         "steps_mean": statistics.mean(steps) if steps else None,
+        "slowest_compiles": [{"schema": name, "ms": ms, "positions": n} for ms, name, n in sorted(slowest)[::-1][:5]],
         "unsupported_top": reasons.most_common(15),
         "outputs": "model generations" if model is not None else "random fillings of the template",
     }
@@ -221,14 +226,17 @@ def write_report(report: dict, out_dir: str | Path, command: str) -> list[Path]:
         f"Outputs checked: {report['outputs']}. Validator disagreements with the labelled instances: "
         f"{report['validator_disagreements']}.",
         "",
-        "| collection | schemas | compiled (coverage) | of which with a fixed choice | outputs valid |",
-        "|---|---|---|---|---|",
+        "| collection | schemas | compiled (coverage) | of which with a fixed choice | outputs valid "
+        "| compile µs / position (amortised) |",
+        "|---|---|---|---|---|---|",
     ]
     for name, c in report["collections"].items():
         compiled, n = c.get("compiled", 0), c["schemas"]
         outputs = c.get("valid", 0) + c.get("invalid", 0)
         validity = f"{100 * c.get('valid', 0) / outputs:.1f} %" if outputs else "—"
-        lines.append(f"| {name} | {n} | {compiled} ({100 * compiled / n:.1f} %) | {c.get('fixed', 0)} | {validity} |")
+        cost = f"{c['compile_us'] / c['positions']:.1f}" if c.get("positions") else "—"
+        lines.append(f"| {name} | {n} | {compiled} ({100 * compiled / n:.1f} %) | {c.get('fixed', 0)} | {validity} "
+                     f"| {cost} |")
     unjudged = report["total"].get("unjudged", 0)
     if unjudged:
         timeouts = report.get("validator_timeouts", [])
@@ -251,6 +259,9 @@ def write_report(report: dict, out_dir: str | Path, command: str) -> list[Path]:
         if report.get("compile_us_per_position_amortised") is not None:
             lines += [f"Amortised over the run (all first-time compile time / all positions, caches shared across "
                       f"schemas): {report['compile_us_per_position_amortised']:.0f} µs per position."]
+        if report.get("slowest_compiles"):
+            lines += ["Slowest first-time compiles: " + ", ".join(
+                f"{x['schema']} {x['ms']:.0f} ms ({x['positions']} positions)" for x in report["slowest_compiles"]) + "."]
     if report.get("plausibility_random_fillings_mean") is not None:
         model_part = (f"model outputs {report['plausibility_mean']:.2f}, " if report.get("plausibility_mean") is not None
                       else "")

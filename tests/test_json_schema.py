@@ -212,6 +212,14 @@ def test_eval_json_on_a_few_bench_schemas(tmp_path):
     assert report["total"].get("invalid", 0) == 0  # every output of a compiled schema validates
     assert "| Glaiveai2K | 2 |" in (tmp_path / "json.md").read_text()
     assert report["compile_us_per_position_amortised"] > 0
+    # per collection: the compile time and positions its compiled schemas took, which sum to the run's amortised cost
+    per = report["collections"].values()
+    assert sum(c["positions"] for c in per) > 0 and all(c.get("compile_us", 0) >= 0 for c in per)
+    amortised = sum(c.get("compile_us", 0) for c in per) / sum(c.get("positions", 0) for c in per)
+    assert amortised == pytest.approx(report["compile_us_per_position_amortised"])
+    slowest = report["slowest_compiles"]
+    assert 1 <= len(slowest) <= 4 and [x["ms"] for x in slowest] == sorted((x["ms"] for x in slowest), reverse=True)
+    assert "Slowest first-time compiles: " in (tmp_path / "json.md").read_text()
     assert 0 <= report["plausibility_random_fillings_mean"] <= 1
 
 
