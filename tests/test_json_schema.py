@@ -919,10 +919,11 @@ def test_compile_benchmark_runs_and_refuses_a_missing_directory(tmp_path):
                                (["--bpe-size", "100"], "--bpe-size must be at least 300")):
             p = subprocess.run(bench + ["--schemas", str(schemas)] + flags, capture_output=True, text=True, timeout=300)
             assert p.returncode == 2 and message in p.stdout, p.stdout + p.stderr
-        p = subprocess.run(bench + ["--schemas", str(schemas), "--collections", "Glaiveai2K"], capture_output=True,
-                           text=True, timeout=300)
+        p = subprocess.run(bench + ["--schemas", str(schemas), "--collections", "Glaiveai2K,Github_easy"],
+                           capture_output=True, text=True, timeout=300)
         assert p.returncode == 0, p.stderr
-        assert re.search(r"best round: \d+\.\d µs per position", p.stdout)
+        assert re.search(r"best round: \d+\.\d µs per position \(all positions\); per collection, best round: "
+                         r"Glaiveai2K \d+\.\d, Github_easy \d+\.\d", p.stdout), p.stdout
 
 
 def test_rust_metaschema_verdict_is_jsonschemas():
