@@ -553,16 +553,21 @@ class _OutlinesTokenizer:
     @cached_property
     def symbols(self) -> tuple[list[str], list[tuple[np.ndarray, np.ndarray]], np.ndarray, list[str]]:
         """(spellings [n], buckets, spelling of each token id [V] (-1: none), symbol names): each spelling as outlines
-        reads it — one symbol a character or a "\\x00XX" byte, numbered —, bucketed by length: (spelling indices
-        [m], their symbols [m, length] int32) per length (a few spellings are hundreds of symbols long)."""
+        reads it — one symbol a character or a "\\x00XX" byte, numbered —, bucketed by length up to 1, 2, 4, 8, ...
+        symbols: (spelling indices [m], their symbols [m, width] int32, padded with the number len(names), which
+        names no symbol, so spellings of different lengths never read alike). A few spellings are hundreds of
+        symbols long; one table per length was a dozen tables for every token grouping."""
         spellings = list(self.reduced_vocabulary)
         names: dict[str, int] = {}
         rows = [[names.setdefault(symbol, len(names)) for symbol in _outlines_symbols(text)] for text in spellings]
-        by_length: dict[int, list[int]] = {}
+        by_width: dict[int, list[int]] = {}
         for i, row in enumerate(rows):
-            by_length.setdefault(len(row), []).append(i)
-        buckets = [(np.array(ids, dtype=np.int64), np.array([rows[i] for i in ids], dtype=np.int32).reshape(len(ids), n))
-                   for n, ids in sorted(by_length.items())]
+            by_width.setdefault(1 << (len(row) - 1).bit_length() if row else 0, []).append(i)
+        pad = len(names)
+        buckets = [(np.array(ids, dtype=np.int64),
+                    np.array([rows[i] + [pad] * (width - len(rows[i])) for i in ids], dtype=np.int32).reshape(len(ids),
+                                                                                                              width))
+                   for width, ids in sorted(by_width.items())]
         of_token = np.full(len(self.tokenizer), -1, dtype=np.int64)
         for i, text in enumerate(spellings):
             of_token[self.reduced_vocabulary[text]] = i
@@ -589,9 +594,10 @@ class _OutlinesTokenizer:
         from outlines_core.fsm.regex import Vocabulary
 
         spellings, buckets, of_token, _ = self.symbols
-        classes = partition.astype(np.int16 if partition.max(initial=0) < 2**15 else np.int32)
+        # (the padding symbol reads as -2: no key, and not the dead one)
+        classes = np.append(partition, -2).astype(np.int16 if partition.max(initial=0) < 2**15 else np.int32)
         group = np.full(len(spellings), -1, dtype=np.int64)  # -1: holds a symbol no state moves on
-        count = 0  # spellings of different lengths are never alike: each bucket numbers its own after the last
+        count = 0  # spellings in different buckets are never alike: each bucket numbers its own after the last
         for ids, table in buckets:
             rows = classes[table]
             if dead_class >= 0:
