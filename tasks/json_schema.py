@@ -220,10 +220,22 @@ def _digits_range(lo: str, hi: str) -> str:
 
 
 def _natural_range(lo: int, hi: int) -> str:
-    """Regex for the decimal integers lo..hi, 0 <= lo <= hi, no leading zeros."""
+    """Regex for the decimal integers lo..hi, 0 <= lo <= hi, no leading zeros. Whole runs of digit counts are one
+    part, `[1-9][0-9]{a,b}`: an open bound (10^12) was twelve alternatives, each its own branch of the automaton."""
     parts = []
+    if lo == 0:
+        parts.append("0")
+        lo = 1
     while lo <= hi:
-        top = min(hi, 10 ** len(str(lo)) - 1)
+        n = len(str(lo))
+        if lo == 10 ** (n - 1) and hi >= 10**n - 1:  # every integer of n, n + 1, ..., m digits
+            m = n
+            while hi >= 10 ** (m + 1) - 1:
+                m += 1
+            parts.append("[1-9]" + ("" if m == 1 else f"[0-9]{{{n - 1},{m - 1}}}" if m > n else f"[0-9]{{{n - 1}}}"))
+            lo = 10**m
+            continue
+        top = min(hi, 10**n - 1)
         parts.append(_digits_range(str(lo), str(top)))
         lo = top + 1
     return "|".join(f"({p})" for p in parts)
