@@ -516,6 +516,17 @@ def test_the_enum_slot_offers_exactly_the_values_that_validate(schema, offered):
         assert slot.automaton.accepts(tokens + [TOK.pad_token_id] * (slot.length - len(tokens))) is (text in offered)
 
 
+def test_an_enum_of_non_ascii_and_escaped_values_keeps_exactly_its_values():
+    """An enum's automaton is its values' trie; non-ASCII characters go through outlines' byte-level conversion."""
+    values = ["é€", "a", '"q\\']
+    compiled = compile_schema({"enum": values}, TOK)
+    assert {fill_and_parse(compiled, seed) for seed in range(40)} == set(values)
+    slot = compiled.template.slots[0]
+    for value, ok in [("é€", True), ("a", True), ('"q\\', True), ("é", False), ("b", False)]:
+        tokens = TOK.encode(json.dumps(value, ensure_ascii=False), add_special_tokens=False)
+        assert slot.automaton.accepts(tokens + [TOK.pad_token_id] * (slot.length - len(tokens))) is ok, value
+
+
 def test_an_enum_no_value_of_which_validates_fails_clearly():
     schema = {"type": "object", "required": ["m"], "properties": {"m": {"type": "integer", "enum": ["a", "b"]}}}
     with pytest.raises(SchemaError, match="no 'enum' value satisfies the rest of the schema at /properties/m/enum"):
