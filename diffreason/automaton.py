@@ -186,6 +186,15 @@ except ImportError:  # (a private module: should a scipy move it, the numpy step
     _csr_matvec = _csr_matvecs = None
 
 
+def _csr(rows: np.ndarray, columns: np.ndarray, n_rows: int) -> tuple[np.ndarray, np.ndarray]:
+    """The (row, column) pairs as a CSR matrix without data: (indptr [n_rows + 1], column indices), int32 (what
+    scipy's kernels take); grouped by a stable sort, radix on 16-bit row numbers."""
+    order = np.argsort(rows.astype(np.uint16) if n_rows <= 2**16 else rows, kind="stable")
+    indptr = np.zeros(n_rows + 1, dtype=np.int32)
+    np.cumsum(np.bincount(rows, minlength=n_rows), out=indptr[1:])
+    return indptr, columns[order].astype(np.int32)
+
+
 def _or_product(indptr: np.ndarray, indices: np.ndarray, x: np.ndarray) -> np.ndarray:
     """y[r] = OR of the rows x[indices[indptr[r]:indptr[r+1]]]: a boolean sparse [R, N] matrix in CSR form (int32
     indptr and column indices, no data) times a boolean [N, K] one. scipy's public product would convert both to
@@ -210,10 +219,7 @@ class _Sweep:
         self.sources, self.targets = sources, targets
         self.done, self.fixed = 1, False  # rows computed; row done - 1 repeats the one before it
         if _csr_matvec is not None:  # the pairs as a boolean [target, source] CSR matrix: one C call a row
-            order = np.argsort(targets, kind="stable")
-            self.indptr = np.zeros(first.size + 1, dtype=np.int32)
-            np.cumsum(np.bincount(targets, minlength=first.size), out=self.indptr[1:])
-            self.indices = sources[order].astype(np.int32)
+            self.indptr, self.indices = _csr(targets, sources, first.size)
             self.data = np.ones(sources.size, dtype=bool)
 
     def _next(self, k: int) -> None:
@@ -382,12 +388,8 @@ class TokenAutomaton:
             inverse = number[keys]
         else:
             pairs, inverse = np.unique(keys, return_inverse=True)
-        # moves grouped by class (a stable sort, radix on 16-bit class numbers); a composed automaton may repeat a
-        # (class, pair) entry, which an OR does not mind
-        order = np.argsort(tok.astype(np.uint16) if self.num_classes <= 2**16 else tok, kind="stable")
-        indptr = np.zeros(self.num_classes + 1, dtype=np.int32)
-        np.cumsum(np.bincount(tok, minlength=self.num_classes), out=indptr[1:])
-        return pairs // S, pairs % S, (indptr, inverse[order].astype(np.int32))
+        # (a composed automaton may repeat a (class, pair) entry, which an OR does not mind)
+        return pairs // S, pairs % S, _csr(tok, inverse, self.num_classes)
 
     def slot_sets(self, length: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """(allowed [L, V] bool, forward [L+1, S], backward [L+1, S]) for a slot of exactly `length` tokens.
