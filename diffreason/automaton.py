@@ -90,13 +90,6 @@ class TokenClasses:
         the existing ones, which keep their numbers (so moves on them stay as they are); parent[r] is the class r
         was taken from. A class made only of `tokens` keeps its lowest token (no class is left empty)."""
         wanted = np.unique(np.asarray(tokens, dtype=np.int64))
-        if wanted.size == 1:  # (the usual case, a pad: a few operations instead of a dozen)
-            token, c = int(wanted[0]), int(self.of[wanted[0]])
-            if np.count_nonzero(self.of == c) == 1:
-                return self, np.arange(self.count, dtype=np.int64)
-            of = self.of.copy()
-            of[token] = self.count
-            return TokenClasses(of, self.count + 1), np.append(np.arange(self.count, dtype=np.int64), c)
         classes = self.of[wanted]
         order = np.argsort(classes, kind="stable")  # wanted tokens grouped by class, ascending within it
         grouped = classes[order]
