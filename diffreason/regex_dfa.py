@@ -298,6 +298,29 @@ def _product(dfas: list[DFA], max_states: int) -> DFA:
     return DFA(moves, finals)
 
 
+def product_empty(dfas: list[DFA], max_states: int) -> bool:
+    """Does no string take every DFA to a final state? Depth first over the product, stopping at the first state
+    final in all of them: an intersection that has strings usually shows one within a few dozen states, where
+    building the product (as `_product`) walked thousands. Raises TooLarge past `max_states` states."""
+    start = (0,) * len(dfas)
+    finals = [dfa.finals for dfa in dfas]
+    if all(0 in f for f in finals):
+        return False
+    seen, stack = {start}, [start]
+    while stack:
+        rows = [dfa.moves[s] for dfa, s in zip(dfas, stack.pop())]
+        for c in set(rows[0]).intersection(*rows[1:]):
+            target = tuple(r[c] for r in rows)
+            if target not in seen:
+                if all(s in f for s, f in zip(target, finals)):
+                    return False
+                if len(seen) >= max_states:
+                    raise TooLarge(f"its automaton exceeds {max_states} states")
+                seen.add(target)
+                stack.append(target)
+    return True
+
+
 def _complement(dfa: DFA, alphabet: _Alphabet) -> DFA:
     dead = len(dfa.moves)
     moves = [{c: row.get(c, dead) for c in alphabet.all} for row in dfa.moves]
@@ -314,6 +337,14 @@ def dfa_of(node, alphabet: _Alphabet, special_nodes, max_states: int) -> DFA:
         return _trim(_complement(dfa_of(node.part, alphabet, special_nodes, max_states), alphabet))
     nfa = _NFA(alphabet, special_nodes, max_states)
     return _trim(nfa.determinise(*nfa.fragment(node)))
+
+
+def intersection_empty(node, special_nodes, max_states: int) -> bool:
+    """Is the language of an intersection node (see `build_fsm`) empty? Its parts' DFAs are built, their product is
+    searched (`product_empty`), not built."""
+    alphabet = _Alphabet(node, special_nodes)
+    with paused_gc():
+        return product_empty([dfa_of(part, alphabet, special_nodes, max_states) for part in node.parts], max_states)
 
 
 def build_fsm(pattern, special_nodes, max_states: int):

@@ -1797,9 +1797,11 @@ _TEXTS = BytesLRU(16 * 2**20)
 
 
 def clear_compile_caches() -> None:
-    """Forget compiled schemas, fixed texts, slots, token and character automata, token groups (benchmarks time
+    """Forget compiled schemas, fixed texts, slots, token and character automata, parsed regexes, emptiness verdicts,
+    token groups (benchmarks time
     compiles from scratch; what is kept per tokenizer is its vocabulary as outlines spells it)."""
     from diffreason import automaton, canvas
 
-    for cache in (_COMPILED, _TEXTS, canvas._SLOTS, automaton._AUTOMATA, automaton._CHAR_FSMS, automaton._GROUPS):
+    for cache in (_COMPILED, _TEXTS, canvas._SLOTS, automaton._AUTOMATA, automaton._CHAR_FSMS,
+                  automaton._EMPTY_INTERSECTIONS, automaton._PATTERNS, automaton._GROUPS):
         cache.clear()

@@ -66,6 +66,39 @@ def test_empty_language_and_state_limit():
         regex_dfa.build_fsm(automaton._parse("[ab]*a[ab]{12}", ()), automaton._intersection_node_cls(), 1000)
 
 
+def test_intersection_emptiness_is_searched_as_the_built_product_says():
+    """matches_nothing searches an intersection's product instead of building it: the same verdict as the built
+    automaton for every pair and triple of these parts (both verdicts occur)."""
+    mark = "\U000f0000"
+    parts = ["[ab]{1,4}", ".*ab.*", Complement("abab"), "a+", "b+", Complement("[ab]*"), "[a-c]{2}",
+             Complement(".*c.*"), "(ab)*", Complement("")]
+    verdicts = []
+    for n in (2, 3):
+        for chosen in itertools.combinations(parts, n):
+            intersections = ((mark, chosen),)
+            searched = automaton.matches_nothing(mark, intersections)
+            assert searched == _fast(mark, intersections).empty(), chosen
+            verdicts.append(searched)
+    assert set(verdicts) == {True, False}
+    # lookarounds: the search leaves them to interegular's construction, which still decides
+    assert automaton.matches_nothing(mark, ((mark, ("(?=a)[ab]", "b")),))
+    assert not automaton.matches_nothing(mark, ((mark, ("(?=a)[ab]", "a")),))
+
+
+def test_product_search_stops_early_and_keeps_the_state_limit():
+    a_then_bs = regex_dfa.DFA([{0: 1}, {1: 1}], {1})  # class 0 = a, 1 = b: ab*
+    bs = regex_dfa.DFA([{1: 0}], {0})  # b*
+    assert regex_dfa.product_empty([a_then_bs, bs], 10)  # a first, then b*: never both
+    anything = regex_dfa.DFA([{0: 0, 1: 0}], {0})
+    assert not regex_dfa.product_empty([a_then_bs, anything], 10)
+    # a counter up to 30 against one up to 31: both final only at 0 mod 930; the search walks 930 states first
+    count30 = regex_dfa.DFA([{0: (i + 1) % 30} for i in range(30)], {0})
+    count31 = regex_dfa.DFA([{0: (i + 1) % 31} for i in range(31)], {1})
+    assert not regex_dfa.product_empty([count30, count31], 1000)
+    with pytest.raises(regex_dfa.TooLarge):
+        regex_dfa.product_empty([count30, count31], 500)
+
+
 @pytest.mark.parametrize("regex, yes, no", [(r"(?=a)[ab]", "a", "b"), (r"(?i)ab", "AB", "ac")])
 def test_lookarounds_and_flags_are_left_to_interegular(regex, yes, no):
     with pytest.raises(regex_dfa.NotCovered):
