@@ -920,6 +920,36 @@ def _trie_fsm(texts: tuple[str, ...]):
                finals=finals, map=dict(enumerate(moves)), __no_validation__=True)
 
 
+def shortest_strings(fsm, count: int) -> list[list]:
+    """The first `count` strings of interegular's `fsm.strings()` — by length, then at each position by (transition,
+    symbol) — without walking every shorter string as its breadth-first search does: per length, a depth-first
+    search that enters only states a final state is exactly that many moves from. (For `"...ab..."` over printable
+    ASCII the breadth-first search walked 95^3 strings before its fourth character: 14 s for one name.)"""
+    moves = {s: sorted(row.items()) for s, row in fsm.map.items()}
+    symbols = {t: sorted(chars) for t, chars in fsm.alphabet.by_transition.items()}
+    ends = [set(fsm.finals)]  # ends[r]: the states with a path of exactly r moves to a final state
+    out: list[list] = []
+    for length in range(len(fsm.states) * (count + 1) + 1):  # (an infinite language has a string every |S|)
+        if length:
+            ends.append({s for s, row in moves.items() if any(t in ends[length - 1] for _, t in row)})
+        if not ends[length]:
+            break  # (and every longer length too)
+        if fsm.initial not in ends[length]:
+            continue
+        # the strings of this length in order: a stack of (state, remaining moves, prefix) expansions, last first
+        stack = [(fsm.initial, length, [])]
+        while stack:
+            state, left, prefix = stack.pop()
+            if not left:
+                out.append(prefix)
+                if len(out) == count:
+                    return out
+                continue
+            stack += reversed([(target, left - 1, prefix + [char]) for t, target in moves.get(state, ())
+                               if target in ends[left - 1] for char in symbols[t]])
+    return out
+
+
 def matches_nothing(regex: str, intersections: Intersections = ()) -> bool:
     """Is the language of `regex` (with its intersections) empty? Character-level, so cheaper than an automaton. A
     regex that is one intersection (what the compiler checks before it writes a value) is searched, not built:

@@ -1464,11 +1464,11 @@ class _Compiler:
     def strings_of(self, regex: str, tried: int) -> list[str]:
         """The strings among the `tried` shortest JSON texts the JSON-string `regex` (its intersections included)
         spells (a character the regex leaves open spells no string)."""
-        from diffreason.automaton import _char_fsm
+        from diffreason.automaton import _char_fsm, shortest_strings
 
         out = []
         with contextlib.suppress(AutomatonTooLarge):
-            for chars in itertools.islice(_char_fsm(regex, self.placeholders_in(regex)).strings(), tried):
+            for chars in shortest_strings(_char_fsm(regex, self.placeholders_in(regex)), tried):
                 with contextlib.suppress(ValueError, TypeError):
                     value = json.loads("".join(chars))
                     if isinstance(value, str):

@@ -178,3 +178,23 @@ def test_a_choice_too_large_for_the_state_limit_fails_clearly(monkeypatch):
     automaton._build_char_fsm(Choice(["abcd", "abce"]))  # 6 states
     with pytest.raises(automaton.AutomatonTooLarge, match="exceeds 10 states"):
         automaton._build_char_fsm(Choice(["abcdef", "ghijk"]))
+
+
+@pytest.mark.parametrize("regex", ['"[a-c]{0,3}x?"', '"(key[0-9]|x)"', "(ab|ba)*c?", "a{2,4}b{0,2}", "[^ab]{1,2}.",
+                                   "[ab]{3}", "a*", "ab|", "(ab)+c"])
+def test_shortest_strings_are_interegulars_first_strings(regex):
+    """Member names are drawn from a pattern's shortest strings: the same strings, in the same order, as
+    interegular's breadth-first `strings()`, which walked every shorter string."""
+    fsm = automaton._char_fsm(regex)
+    for count in (1, 4, 30):
+        assert automaton.shortest_strings(fsm, count) == list(itertools.islice(fsm.strings(), count))
+
+
+def test_shortest_strings_skip_what_cannot_end():
+    """A string with 'ab' somewhere among printable ASCII, four characters long: interegular's search walks ~95^3
+    strings first; this one goes straight to them (and stops where the language does)."""
+    mark = "\U000f0000"
+    fsm = automaton._char_fsm(mark, ((mark, ('"[ -~]*ab[ -~]*"', '"[ -~]{4}"')),))
+    names = ["".join(chars) for chars in automaton.shortest_strings(fsm, 5)]
+    assert len(set(names)) == 5 and all(len(n) == 6 and "ab" in n[1:-1] and fsm.accepts(n) for n in names)
+    assert automaton.shortest_strings(automaton._char_fsm("a|bc"), 10) == [["a"], ["b", "c"]]
