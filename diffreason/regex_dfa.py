@@ -339,12 +339,36 @@ def dfa_of(node, alphabet: _Alphabet, special_nodes, max_states: int) -> DFA:
     return _trim(nfa.determinise(*nfa.fragment(node)))
 
 
-def intersection_empty(node, special_nodes, max_states: int) -> bool:
-    """Is the language of an intersection node (see `build_fsm`) empty? Its parts' DFAs are built, their product is
-    searched (`product_empty`), not built."""
+@dataclass
+class ClassedDFA:
+    """A DFA over its own character classes: `of_char[ch]` for the characters its pattern names, `other` for every
+    other character (interegular's anything_else)."""
+
+    of_char: dict[str, int]
+    other: int
+    dfa: DFA
+
+
+def classed_dfa(node, special_nodes, max_states: int) -> ClassedDFA:
+    """The trimmed DFA of a parsed pattern over its own classes (see `build_fsm` for `special_nodes`)."""
     alphabet = _Alphabet(node, special_nodes)
     with paused_gc():
-        return product_empty([dfa_of(part, alphabet, special_nodes, max_states) for part in node.parts], max_states)
+        return ClassedDFA(alphabet.of_char, alphabet.other, dfa_of(node, alphabet, special_nodes, max_states))
+
+
+def intersection_empty(parts: list[ClassedDFA], max_states: int) -> bool:
+    """Is no string accepted by every part? Each part's own classes are refined to the classes all parts share
+    (characters every part treats alike), so a part's DFA is built once however many intersections it is in, and
+    the product is searched (`product_empty`), not built."""
+    signatures = {tuple(p.of_char.get(ch, p.other) for p in parts) for ch in set().union(*(p.of_char for p in parts))}
+    signatures = sorted(signatures | {tuple(p.other for p in parts)})  # (+ the characters no part names)
+    relabelled = []
+    for k, part in enumerate(parts):
+        # each shared class j moves as the part's own class signatures[j][k]
+        own = [sig[k] for sig in signatures]
+        relabelled.append(DFA([{j: row[c] for j, c in enumerate(own) if c in row} for row in part.dfa.moves],
+                              part.dfa.finals))
+    return product_empty(relabelled, max_states)
 
 
 def build_fsm(pattern, special_nodes, max_states: int):

@@ -1803,5 +1803,5 @@ def clear_compile_caches() -> None:
     from diffreason import automaton, canvas
 
     for cache in (_COMPILED, _TEXTS, canvas._SLOTS, automaton._AUTOMATA, automaton._CHAR_FSMS,
-                  automaton._EMPTY_INTERSECTIONS, automaton._PATTERNS, automaton._GROUPS):
+                  automaton._EMPTY_INTERSECTIONS, automaton._PATTERNS, automaton._PART_DFAS, automaton._GROUPS):
         cache.clear()

@@ -85,6 +85,22 @@ def test_intersection_emptiness_is_searched_as_the_built_product_says():
     assert not automaton.matches_nothing(mark, ((mark, ("(?=a)[ab]", "a")),))
 
 
+def test_two_parts_that_exclude_each_other_settle_a_product_too_large_to_search(monkeypatch):
+    """Strings of at most 35 and of at least 40 characters exclude each other: that pair settles the intersection,
+    whose whole product (times the 32 states of the third part) exceeds the state limit."""
+    from diffreason.tasks.json_schema import clear_compile_caches
+
+    clear_compile_caches()
+    monkeypatch.setattr(automaton, "MAX_STATES", 200)
+    mark = "\U000f0000"
+    parts = ("(a|b)*a(a|b){4}", "[ab]{0,35}", "[ab]{40,}")
+    with pytest.raises(regex_dfa.TooLarge):
+        regex_dfa.intersection_empty([automaton._part_dfa(p) for p in parts], 200)
+    assert automaton.matches_nothing(mark, ((mark, parts),))
+    assert not automaton.matches_nothing(mark, ((mark, parts[:2]),))
+    clear_compile_caches()
+
+
 def test_product_search_stops_early_and_keeps_the_state_limit():
     a_then_bs = regex_dfa.DFA([{0: 1}, {1: 1}], {1})  # class 0 = a, 1 = b: ab*
     bs = regex_dfa.DFA([{1: 0}], {0})  # b*
