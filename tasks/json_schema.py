@@ -192,6 +192,10 @@ class Budget:
     max_regex: int = 800  # larger regexes make the automaton construction slow (superlinear in the regex)
 
 
+# An enum's regex may be this many times Budget.max_regex: its automaton is the values' trie (automaton._trie_fsm),
+# built in one pass, so a 400-value enum of time zones (15k characters) compiles in milliseconds.
+CHOICE_FACTOR = 40
+
 # ---- regexes for leaf values ----------------------------------------------------------------------------------------
 
 
@@ -772,8 +776,10 @@ class _Compiler:
             resolved = self.resolve(schema, "", seen)[0]
         except SchemaError:
             return self.budget.max_regex
+        if "enum" in resolved or "const" in resolved:  # a trie: built in one pass, linear in the values
+            return self.budget.max_regex * CHOICE_FACTOR
         # multipleOf and NOT_MULTIPLES: a choice among numbers
-        finite = resolved.keys() & {"enum", "const", "multipleOf", NOT_MULTIPLES}
+        finite = resolved.keys() & {"multipleOf", NOT_MULTIPLES}
         return self.budget.max_regex * (10 if finite else 1)
 
     def slot(self, regex: str, length: int, path: str, limit: int | None = None) -> CanvasTemplate:
@@ -783,8 +789,8 @@ class _Compiler:
         length = min(length, self.budget.max_slot)
         try:
             return CanvasTemplate.from_regex(regex, self.tokenizer, length, intersections)
-        except AutomatonTooLarge as exc:
-            self.fail(path, f"value too complex for one slot ({exc})")
+        except AutomatonTooLarge as exc:  # (a scaffold may still hold it: see `template`)
+            raise _TooComplex(f"value too complex for one slot ({exc}) at {path or '#'}") from None
         except TemplateError as exc:
             # the budget was too short for the tokenizer's spelling of the shortest value (a long pattern literal, a
             # long enum value): the slot grows to that spelling, with the budget's room to spare, up to a limit
@@ -816,7 +822,7 @@ class _Compiler:
 
     def _bounded_value_regex(self, schema: Any, path: str, seen: tuple) -> tuple[str, int]:
         regex, length = self._value_regex(schema, path, seen)
-        if self.regex_size(regex) > 10 * self.budget.max_regex:
+        if self.regex_size(regex) > (CHOICE_FACTOR if isinstance(regex, Choice) else 10) * self.budget.max_regex:
             raise _TooComplex(f"value too complex for one slot ({self.regex_size(regex)}-character regex) "
                               f"at {path or '#'}")
         return regex, length
@@ -1486,8 +1492,16 @@ class _Compiler:
 
     def map_entry(self, schema: dict, path: str, seen: tuple) -> tuple[str, str, int]:
         """(key regex, value regex, budget) of one member with a generated name, for an object that declares no
-        members yet needs one (minProperties): a name matching its one patternProperties pattern with that pattern's
-        schema, or, without patternProperties, any name with the additionalProperties schema."""
+        members yet needs one (minProperties); see `map_member`."""
+        key, value_schema, where = self.map_member(schema, path, seen)
+        value, n = self.value_regex(value_schema, where, seen)
+        self.fix(f"{path or '#'}: always one member, its name generated (minProperties)")
+        return key, value, n + self.budget.string
+
+    def map_member(self, schema: dict, path: str, seen: tuple) -> tuple[str, Any, str]:
+        """(key regex, value schema, its path) of that member: a name matching the object's one patternProperties
+        pattern with that pattern's schema, or, without patternProperties, any name with the additionalProperties
+        schema."""
         patterns = schema.get("patternProperties", {})
         extra = schema.get("additionalProperties", True)
         if len(patterns) > 1:
@@ -1513,9 +1527,7 @@ class _Compiler:
             key = self.intersect(key, names)
             if matches_nothing(key, self.placeholders_in(key)):
                 raise _NoValue(f"no generated name satisfies propertyNames at {path}/propertyNames")
-        value, n = self.value_regex(value_schema, where, seen)
-        self.fix(f"{path or '#'}: always one member, its name generated (minProperties)")
-        return key, value, n + self.budget.string
+        return key, value_schema, where
 
     # -- scaffold ---------------------------------------------------------------------------------------------------
 
@@ -1527,17 +1539,23 @@ class _Compiler:
         over objects) gets a scaffold instead, with its structure fixed — a sound subset, listed in `self.fixed`.
         """
         schema, path, seen = self.resolve(schema, path, seen)
+        if isinstance(schema.get("type"), list) and len(schema["type"]) == 1:  # ["object"] is "object"
+            schema = {**schema, "type": schema["type"][0]}
         is_object = schema.get("type") == "object" or ("type" not in schema and "properties" in schema)
         declared = any(v is not False for v in schema.get("properties", {}).values())  # (false: a name left out)
         if is_object and declared and not any(k in schema for k in ("anyOf", "oneOf", "enum", "const")):
             return self.object_template(schema, path, seen)
+        too_complex = None
         try:
             regex, length = self.value_regex(schema, path, seen)
         except _TooComplex as exc:
             regex, length, too_complex = None, 0, exc
         limit = self.regex_limit(schema, seen)
         if regex is not None and self.regex_size(regex) <= limit:
-            return [self.slot(regex, length, path, limit)]
+            try:
+                return [self.slot(regex, length, path, limit)]
+            except _TooComplex as exc:  # its automaton outgrew the state limit
+                regex, too_complex = None, exc
         for key in ("anyOf", "oneOf"):
             if key in schema:
                 branches = self.alternatives(schema, key, path, seen)
@@ -1550,6 +1568,27 @@ class _Compiler:
                         continue
                     self.fix(f"{path or '#'}: always branch {i} of '{key}'")
                     return parts
+                raise problem
+        if is_object and not any(k in schema for k in ("anyOf", "oneOf", "enum", "const")):
+            if isinstance(schema.get("required"), list) and schema["required"]:  # members named only by `required`
+                return self.object_template(schema, path, seen)
+            if schema.get("minProperties", 0) >= 1 and not self.members(schema, path)[0]:  # a map of such values
+                return self.map_template(schema, path, seen)
+        if isinstance(schema.get("type"), list):  # as for anyOf: the first type that has a template, always
+            problem = too_complex
+            for t in schema["type"]:
+                if t not in SUPPORTED:
+                    self.fail(f"{path}/type", f"unsupported type {t!r}")
+                self.check_keywords(schema, t, path)
+                only = {k: v for k, v in schema.items() if k in SUPPORTED[t] or k in ANNOTATIONS} | {"type": t}
+                try:
+                    parts = self.template(only, path, seen)
+                except SchemaError as exc:
+                    problem = exc
+                    continue
+                self.fix(f"{path or '#'}: always type {t!r}")
+                return parts
+            if problem is not None:
                 raise problem
         kind = schema.get("type") if isinstance(schema.get("type"), str) else self.infer_type(schema, path)
         if kind == "array":
@@ -1573,6 +1612,20 @@ class _Compiler:
         if regex is None:  # too complex, and no structure to fix
             raise too_complex
         return [self.slot(regex, length, path)]  # fails: too complex, and no structure to fix
+
+    def map_template(self, schema: dict, path: str, seen: tuple) -> list[CanvasTemplate]:
+        """A map that must not be empty, whose values are too complex for one slot: one member always, its name a
+        slot, its value a scaffold of its own."""
+        self.check_keywords(schema, "object", path)
+        key, value_schema, where = self.map_member(schema, path, seen)
+        self.forced += 1
+        try:
+            value = self.template(value_schema, where, seen)
+        finally:
+            self.forced -= 1
+        self.fix(f"{path or '#'}: always one member, its name generated (minProperties)")
+        return [self.text("{"), self.slot(key, self.budget.string, f"{path}/propertyNames"), self.text(":"), *value,
+                self.text("}")]
 
     def object_template(self, schema: dict, path: str, seen: tuple) -> list[CanvasTemplate]:
         self.check_keywords(schema, "object", path)
@@ -1603,9 +1656,13 @@ class _Compiler:
             except _TooComplex:
                 r, n = None, 0
             limit = self.regex_limit(props[key], seen)
-            if r is not None and len(member := optional(seq(lit("," + _json_text(key) + ":"), group(r)))) <= limit:
-                parts.append(self.slot(member, n + len(key) + 4, f"{path}/properties/{key}", limit))
-                continue
+            if r is not None and self.regex_size(member := optional(seq(lit("," + _json_text(key) + ":"),
+                                                                        group(r)))) <= limit:
+                try:
+                    parts.append(self.slot(member, n + len(key) + 4, f"{path}/properties/{key}", limit))
+                    continue
+                except _TooComplex:  # its automaton outgrew the state limit: as below
+                    pass
             # Too complex to be a choice inside one slot: written always, with its own scaffold — unless we are
             # inside such a member already (recursive schemas would make the template grow exponentially).
             if self.forced:

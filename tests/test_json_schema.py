@@ -679,6 +679,73 @@ def test_values_too_complex_for_a_slot_get_a_scaffold_and_still_validate(schema,
     assert compile_schema(schema, TOK).fixed == ()  # within the default budget every choice stays open
 
 
+def _small_budget_scaffold(schema, budget=None):
+    """Compile `schema` where its values are too complex for a slot; every filling validates."""
+    from diffreason.tasks.json_schema import Budget
+
+    compiled = compile_schema(schema, TOK, budget or Budget(max_regex=200))
+    for seed in range(6):
+        validate(fill_and_parse(compiled, seed), schema)
+    return compiled
+
+
+def test_a_type_list_too_complex_for_a_slot_is_written_as_its_first_type():
+    schema = {"type": "object", "required": ["p"], "properties": {"p": {"type": ["array", "null"], "items": PERSON}}}
+    compiled = _small_budget_scaffold(schema)
+    assert set(compiled.fixed) == {"/properties/p: always type 'array'", "/properties/p: always 1 item(s)"}
+    assert compile_schema(schema, TOK).fixed == ()  # within the default budget both types stay open
+    # a one-type list is that type: an object with members gets its scaffold, nothing fixed
+    one = {"type": "object", "required": ["p"], "properties": {"p": {**PERSON, "type": ["object"]}}}
+    assert _small_budget_scaffold(one).fixed == ()
+
+
+def test_members_named_only_by_required_get_a_scaffold():
+    """An object that declares no properties, its required names' schemas from patternProperties (Github_medium
+    o48427: 18 of them, too long a regex for one slot)."""
+    schema = {"type": "object", "required": ["m"], "properties": {"m": {
+        "type": "object", "patternProperties": {"^p[0-9]$": PERSON}, "required": ["p1", "p2"],
+        "additionalProperties": False}}}
+    compiled = _small_budget_scaffold(schema)
+    assert compiled.fixed == () and len(compiled.template.slots) > 2  # (no choice taken from the model)
+    for seed in range(3):
+        assert list(fill_and_parse(compiled, seed)["m"]) == ["p1", "p2"]
+
+
+def test_a_map_of_values_too_complex_for_a_slot_gets_one_member_with_a_scaffold():
+    schema = {"type": "object", "required": ["m"], "properties": {"m": {
+        "type": "object", "minProperties": 1, "additionalProperties": PERSON}}}
+    compiled = _small_budget_scaffold(schema)
+    assert "/properties/m: always one member, its name generated (minProperties)" in compiled.fixed
+    for seed in range(3):
+        (value,) = fill_and_parse(compiled, seed)["m"].values()
+        assert "name" in value
+
+
+def test_an_optional_member_whose_automaton_outgrows_the_state_limit_is_written_always(monkeypatch):
+    from diffreason import automaton
+    from diffreason.tasks.json_schema import Budget, clear_compile_caches
+
+    clear_compile_caches()
+    monkeypatch.setattr(automaton, "MAX_STATES", 60)
+    schema = {"type": "object", "required": ["id"], "properties": {"id": {"type": "integer"}, "owner": PERSON}}
+    try:
+        compiled = _small_budget_scaffold(schema, Budget())
+    finally:
+        clear_compile_caches()
+    assert compiled.fixed == ("/properties/owner: optional member always written",)
+
+
+def test_a_long_enum_is_one_slot():
+    """An enum's automaton is its values' trie: 600 values (13k characters of regex, above the 10x limit other
+    values have) are one slot that offers exactly them."""
+    values = [f"Zone/City_{i:03d}-{chr(65 + i % 26)}" for i in range(600)]
+    schema = {"type": "object", "required": ["tz"], "properties": {"tz": {"type": "string", "enum": values}}}
+    compiled = compile_schema(schema, TOK)
+    assert compiled.fixed == () and len(compiled.template.slots) == 1
+    seen = {fill_and_parse(compiled, seed)["tz"] for seed in range(8)}
+    assert seen <= set(values) and len(seen) > 1
+
+
 @pytest.mark.parametrize("schema, length", [
     ({"type": "array", "prefixItems": [{"type": "integer"}, {"enum": ["a", "b"]}], "items": False}, 2),
     ({"$schema": "http://json-schema.org/draft-07/schema#", "type": "array",
