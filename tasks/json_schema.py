@@ -33,7 +33,6 @@ import copy
 import decimal
 import fractions
 import functools
-import itertools
 import json
 import math
 import re
@@ -1536,7 +1535,8 @@ class _Compiler:
         other value.
 
         A value whose regex is too complex for one slot (an optional object member, an array of objects, anyOf
-        over objects) gets a scaffold instead, with its structure fixed — a sound subset, listed in `self.fixed`.
+        over objects or a type list, a non-empty map of objects) gets a scaffold instead, with its structure fixed — a
+        sound subset, listed in `self.fixed`; so does an object whose members only `required` names (nothing fixed).
         """
         schema, path, seen = self.resolve(schema, path, seen)
         if isinstance(schema.get("type"), list) and len(schema["type"]) == 1:  # ["object"] is "object"
@@ -1855,8 +1855,8 @@ _TEXTS = BytesLRU(16 * 2**20)
 
 def clear_compile_caches() -> None:
     """Forget compiled schemas, fixed texts, slots, token and character automata, parsed regexes, emptiness verdicts,
-    token groups (benchmarks time
-    compiles from scratch; what is kept per tokenizer is its vocabulary as outlines spells it)."""
+    token groups (benchmarks time compiles from scratch; what is kept per tokenizer is its vocabulary as outlines
+    spells it)."""
     from diffreason import automaton, canvas
 
     for cache in (_COMPILED, _TEXTS, canvas._SLOTS, automaton._AUTOMATA, automaton._CHAR_FSMS,
