@@ -107,6 +107,11 @@ PATTERNS = "$diffreason:patterns"
 MULTIPLES = "$diffreason:multiples"
 NOT_MULTIPLES = "$diffreason:not-multiples"
 VALIDATION_KEYWORDS.update({EXCLUDED, PATTERNS, MULTIPLES, NOT_MULTIPLES})
+# REFS: the `$ref`s followed (resolve's `seen`) on the way to a schema merged from resolved parts (allOf parts, anyOf /
+# oneOf branches beside siblings). Resolving it carries them on, so a recursive `$ref` inside such a part still
+# counts toward the depth limit (without it, each merge started the count afresh: unbounded recursion). Not a
+# validation keyword: validators and the keyword checks ignore it.
+REFS = "$diffreason:refs"
 APPLIES["string"].add(PATTERNS)
 APPLIES["number"].update({MULTIPLES, NOT_MULTIPLES})  # (APPLIES["integer"] is the same set)
 GENERIC = VALIDATION_KEYWORDS - set().union(*APPLIES.values())
@@ -324,6 +329,16 @@ def _empty_bounds(schema: dict) -> bool:
     return False
 
 
+def _longer(seen: tuple, chain) -> tuple:
+    """Of two `$ref` chains, the longer: a schema resolved again deeper in the same walk keeps the deeper count."""
+    return tuple(chain) if len(chain) > len(seen) else seen
+
+
+def _with_refs(schema: dict, chain: tuple, seen: tuple) -> dict:
+    """`schema` (resolved under `chain`) marked with that chain where resolving it followed `$ref`s beyond `seen`."""
+    return {**schema, REFS: chain} if len(chain) > len(seen) else schema
+
+
 def _json_text(value: Any) -> str:
     return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
 
@@ -415,6 +430,7 @@ class _Compiler:
             return dict(ANY_VALUE), path, seen
         if not isinstance(schema, dict):
             self.fail(path, f"a schema must be an object, got {type(schema).__name__}")
+        seen = _longer(seen, schema.get(REFS, ()))
         while "$ref" in schema:
             ref = schema["$ref"]
             if not isinstance(ref, str) or not ref.startswith("#"):
@@ -430,12 +446,13 @@ class _Compiler:
                 if not isinstance(node, dict) or part not in node:
                     self.fail(path, f"unresolvable '$ref' {ref}")
                 node = node[part]
-            extra = {k: v for k, v in schema.items() if k != "$ref" and k not in ANNOTATIONS}
+            extra = {k: v for k, v in schema.items() if k not in ("$ref", REFS) and k not in ANNOTATIONS}
             if extra:  # keywords beside a $ref constrain too: both must hold
                 node = {"allOf": [node, extra]}
             schema, path = node, ref
         if "allOf" in schema:
             schema = self.merge_all_of(schema, path, seen)
+            seen = _longer(seen, schema.get(REFS, ()))
             if schema.keys() & {"$ref", "allOf"}:
                 return self.resolve(schema, path, seen, fold_not)
         # An allOf part keeps its `not` until the parts are merged; beside anyOf / oneOf, the `not` goes into each
@@ -466,7 +483,8 @@ class _Compiler:
         neg, _, _ = self.resolve(neg, f"{path}/not", seen, fold_not=False)
         keys = neg.keys() & VALIDATION_KEYWORDS
         if keys == {"not"}:  # not (not X) = X
-            return self.resolve({"allOf": [rest, neg["not"]]} if rest else neg["not"], path, seen)[0]
+            return _with_refs(*self.resolve({"allOf": [rest, neg["not"]]} if rest else neg["not"], path, seen)[::2],
+                              seen)
         unsupported = set()
         for key in sorted(keys, key=lambda k: (NEGATION_ORDER.index(k) if k in NEGATION_ORDER else 99, k)):
             ways = self.negations(rest, neg, key, f"{path}/not", seen)
@@ -478,7 +496,7 @@ class _Compiler:
                 if option is _EMPTY:
                     continue
                 try:
-                    return self.resolve(option, path, seen)[0]
+                    return _with_refs(*self.resolve(option, path, seen)[::2], seen)
                 except _NoValue:
                     continue
                 except SchemaError:
@@ -667,8 +685,8 @@ class _Compiler:
         for i, part in enumerate(parts):
             if part is True or (isinstance(part, dict) and not (part.keys() & VALIDATION_KEYWORDS)):
                 continue  # true, {} or annotations only: constrains nothing
-            resolved, _, _ = self.resolve(part, f"{path}/allOf/{i}", seen, fold_not=False)
-            merged = self.merge_two(merged, resolved, f"{path}/allOf/{i}")
+            resolved, _, part_seen = self.resolve(part, f"{path}/allOf/{i}", seen, fold_not=False)
+            merged = self.merge_two(merged, _with_refs(resolved, part_seen, seen), f"{path}/allOf/{i}")
         return merged
 
     def merge_two(self, a: dict, b: dict, path: str) -> dict:
@@ -677,6 +695,9 @@ class _Compiler:
         lower = ("minimum", "exclusiveMinimum", "minLength", "minItems", "minProperties")
         upper = ("maximum", "exclusiveMaximum", "maxLength", "maxItems", "maxProperties")
         for key, value in b.items():
+            if key == REFS:
+                out[key] = _longer(out.get(key, ()), value)
+                continue
             if key not in out or out[key] == value or key in ANNOTATIONS or key not in VALIDATION_KEYWORDS:
                 out.setdefault(key, value)
                 continue
@@ -934,12 +955,12 @@ class _Compiler:
 
     def alternatives(self, schema: dict, key: str, path: str, seen: tuple) -> list:
         """The branches to write for anyOf / oneOf: siblings folded in; for oneOf, made mutually exclusive."""
-        branches = self.branches(schema, key, path)
+        branches = self.branches(schema, key, path, seen)
         if key == "oneOf":
             return self.exclusive_branches(branches, schema[key], path, seen)
         return [b for b in branches if b is not None]
 
-    def branches(self, schema: dict, key: str, path: str) -> list:
+    def branches(self, schema: dict, key: str, path: str, seen: tuple = ()) -> list:
         """anyOf / oneOf branches with the sibling keywords folded in (a value must satisfy both); None for a branch
         that accepts nothing beside them (never chosen)."""
         if not isinstance(schema[key], list) or not schema[key]:
@@ -954,8 +975,8 @@ class _Compiler:
                 continue
             try:
                 # the branch's `not` waits for the siblings: `not required X` must see the members they declare
-                sub, sub_path, _ = self.resolve(sub, f"{path}/{key}/{i}", fold_not=False)
-                out.append(self.merge_two(siblings, sub, sub_path))
+                sub, sub_path, sub_seen = self.resolve(sub, f"{path}/{key}/{i}", seen, fold_not=False)
+                out.append(self.merge_two(siblings, _with_refs(sub, sub_seen, seen), sub_path))
             except _NoValue as exc:  # this branch accepts nothing beside the siblings: never chosen
                 out.append(None)
                 empty = exc
@@ -979,7 +1000,8 @@ class _Compiler:
             if b is None:
                 continue
             try:
-                resolved.append((i, self.resolve(b, f"{path}/oneOf/{i}", seen)[0]))
+                b_resolved, _, b_seen = self.resolve(b, f"{path}/oneOf/{i}", seen)
+                resolved.append((i, _with_refs(b_resolved, b_seen, seen)))
                 kept[i] = self.as_accepted(b, seen)
             except _NoValue as exc:  # accepts nothing, so it can never be the one that matches
                 empty = exc

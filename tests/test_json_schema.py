@@ -961,6 +961,42 @@ def test_recursive_members_too_complex_for_a_slot_stay_small():
         validate(fill_and_parse(compiled, seed), schema)
 
 
+def _depth(value) -> int:
+    if isinstance(value, dict):
+        return 1 + max(map(_depth, value.values()), default=0)
+    if isinstance(value, list):
+        return 1 + max(map(_depth, value), default=0)
+    return 0
+
+
+@pytest.mark.parametrize("refer", [
+    lambda ref: {"oneOf": [{"type": "null"}, ref]},  # a oneOf branch (Github_hard o76745)
+    lambda ref: {"anyOf": [{"type": "null"}, ref], "description": "x", "type": ["object", "null"]},  # beside siblings
+    lambda ref: {"allOf": [ref, {"type": "object"}]},  # an allOf part
+])
+def test_recursion_through_branches_and_all_of_parts_counts_toward_the_depth_limit(refer):
+    """A `$ref` reached inside a oneOf branch, an anyOf branch merged with its siblings or an allOf part still counts
+    toward the depth limit: each used to start the count afresh, recursing until Python's limit."""
+    action = {"type": "object", "required": ["f"], "properties": {
+        "f": {"type": "string", "maxLength": 4},
+        "args": {"type": "array", "items": refer({"$ref": "#/definitions/action"})}}}
+    schema = {"$ref": "#/definitions/action", "definitions": {"action": action}}
+    compiled = compile_schema(schema, TOK, max_depth=3)
+    depths = set()
+    for seed in range(8):
+        value = fill_and_parse(compiled, seed)
+        validate(value, schema)
+        depths.add(_depth(value))
+    assert max(depths) <= 2 * 3 + 2  # (an action is two levels: object, args array)
+
+
+def test_a_reference_required_at_every_depth_through_all_of_fails_clearly():
+    foo = {"type": "object", "required": ["child"], "properties": {
+        "child": {"allOf": [{"$ref": "#/definitions/Foo"}, {"type": "object"}]}}}  # (Github_easy o17683)
+    with pytest.raises(SchemaError, match="required at every depth"):
+        compile_schema({"$ref": "#/definitions/Foo", "definitions": {"Foo": foo}}, TOK)
+
+
 @pytest.mark.parametrize("schema", [
     {"not": {"not": {"type": "integer", "minimum": 3, "maximum": 5}}},  # double negation
     {"enum": [1, "a", None, 2.5], "not": {"type": "string", "anyOf": [{"maxLength": 3}]}},  # beside finite values
