@@ -450,16 +450,57 @@ class _Compiler:
             if extra:  # keywords beside a $ref constrain too: both must hold
                 node = {"allOf": [node, extra]}
             schema, path = node, ref
+        if schema.keys() & {"if", "then", "else"}:
+            schema = self.without_if(schema, path, seen)
         if "allOf" in schema:
             schema = self.merge_all_of(schema, path, seen)
             seen = _longer(seen, schema.get(REFS, ()))
             if schema.keys() & {"$ref", "allOf"}:
                 return self.resolve(schema, path, seen, fold_not)
+        if isinstance(schema.get("anyOf"), list) and isinstance(schema.get("oneOf"), list) and schema["oneOf"]:
+            # (A1 or A2) and oneOf(B) = (A1 and oneOf(B)) or (A2 and oneOf(B))
+            rest = {k: v for k, v in schema.items() if k not in ("anyOf", "oneOf")}
+            schema = {**rest, "anyOf": [{"allOf": [branch, {"oneOf": schema["oneOf"]}]} for branch in schema["anyOf"]]}
         # An allOf part keeps its `not` until the parts are merged; beside anyOf / oneOf, the `not` goes into each
         # branch with the other siblings (folded there, it may drop a member one branch needs and another does not).
         if "not" in schema and fold_not and "anyOf" not in schema and "oneOf" not in schema:
             schema = self.without_not(schema, path, seen)
         return schema, path, seen
+
+    # -- if / then / else: a choice between (if and then) and (not if and else) ----------------------------------------
+
+    def without_if(self, schema: dict, path: str, seen: tuple) -> dict:
+        """The schema with if / then / else written as what it means: anyOf [allOf [if, then], allOf [not if, else]]
+        (then / else default to true; without `if` they mean nothing, as validators read them). A case that accepts
+        nothing beside the rest of the schema is left out; so is one this compiler cannot write (a `not` of the
+        condition it cannot fold) — then only the other case is written, a choice listed in `fixed`."""
+        rest = {k: v for k, v in schema.items() if k not in ("if", "then", "else")}
+        if "if" not in schema:
+            return rest
+        cond = schema["if"]
+        cases = {"then": {"allOf": [cond, schema.get("then", True)]},
+                 "else": {"allOf": [{"not": cond}, schema.get("else", True)]}}
+        kept, problem = {}, None
+        for name, case in cases.items():
+            try:  # (what resolving the case beside the rest raises, written later, it raises now)
+                self.resolve({"allOf": [rest, case]} if rest else case, path, seen)
+            except _NoValue as exc:
+                problem = problem or exc
+                continue
+            except SchemaError as exc:
+                if isinstance(exc, (_DepthLimit, _TooComplex)):
+                    raise
+                problem = exc
+                self.fix(f"{path or '#'}: if / then / else: never the {name!r} case ({str(exc).split(' at ')[0]})")
+                continue
+            kept[name] = case
+        if not kept:
+            raise problem
+        if len(kept) == 1:
+            (case,) = kept.values()
+            return {"allOf": [rest, case]} if rest else case
+        either = {"anyOf": list(kept.values())}
+        return {"allOf": [rest, either]} if rest.keys() & {"anyOf", "oneOf"} else {**rest, **either}
 
     # -- not: folded into the schema as a restriction of what we write, where one exists ----------------------------
 
@@ -747,12 +788,15 @@ class _Compiler:
                 out[key] = merged
             elif key == "not":  # not A and not B: not (A or B)
                 out[key] = {"anyOf": [mine, value]}
-            elif key in ("items", "additionalProperties") and isinstance(mine, dict) and isinstance(value, dict):
+            elif key in ("items", "additionalProperties", "propertyNames") and isinstance(mine, dict) and isinstance(
+                    value, dict):
                 out[key] = {"allOf": [mine, value]}
-            elif key == "additionalProperties" and False in (mine, value):
+            elif key in ("additionalProperties", "propertyNames") and False in (mine, value):
                 out[key] = False
-            elif key in ("items", "additionalProperties") and True in (mine, value):
+            elif key in ("items", "additionalProperties", "propertyNames") and True in (mine, value):
                 out[key] = value if mine is True else mine
+            elif key == "const":  # two different constants: no value is both
+                raise _NoValue(f"'const' {mine!r} and {value!r} accept no common value at {path}/const")
             else:
                 self.fail(f"{path}/{key}", f"unsupported keyword {key!r} with different values in 'allOf' parts")
         self.apply_additional(a, b, out)
@@ -863,14 +907,22 @@ class _Compiler:
         for key in ("anyOf", "oneOf"):
             if key in schema:
                 branches = self.alternatives(schema, key, path, seen)
-                options, limit = [], None
+                options, limit, unsupported = [], None, []
                 for i, sub in enumerate(branches):
                     try:
                         options.append(self.value_regex(sub, f"{path}/{key}/{i}", seen))
                     except (_DepthLimit, _NoValue) as exc:  # a branch that cannot be taken
                         limit = exc
+                    except _TooComplex:
+                        raise  # (`template` gives such a value a scaffold)
+                    except SchemaError as exc:
+                        if key == "oneOf":  # (its other branches' values were made to fail this one as written)
+                            raise
+                        unsupported.append((i, exc))  # an anyOf branch we cannot write: the others still validate
                 if not options:
-                    raise limit
+                    raise unsupported[0][1] if unsupported else limit
+                for i, exc in unsupported:
+                    self.fix(f"{path or '#'}/{key}/{i}: never written ({str(exc).split(' at ')[0]})")
                 return alt([r for r, _ in options]), max(n for _, n in options)
         kind = schema.get("type")
         if isinstance(kind, list):

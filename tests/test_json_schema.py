@@ -439,6 +439,89 @@ def test_one_of_that_may_match_twice_fails_clearly(schema, message):
     assert message in str(info.value)
 
 
+SHIPPING = {"type": "object", "required": ["country", "code"], "properties": {
+    "country": {"enum": ["US", "CA"]}, "code": {"type": "string", "maxLength": 7}},
+    "if": {"properties": {"country": {"const": "US"}}},
+    "then": {"properties": {"code": {"pattern": "^[0-9]{5}$"}}},
+    "else": {"properties": {"code": {"pattern": "^[A-Z][0-9][A-Z] [0-9][A-Z][0-9]$"}}}}
+
+
+def test_if_then_else_writes_both_cases():
+    """if / then / else is anyOf [if and then, not if and else]: a US code has five digits, a Canadian one the
+    postal shape, and the model chooses the country."""
+    compiled = compile_schema(SHIPPING, TOK)
+    assert compiled.fixed == ()
+    countries = set()
+    for seed in range(12):
+        value = fill_and_parse(compiled, seed)
+        validate(value, SHIPPING)
+        countries.add(value["country"])
+        assert re.fullmatch(r"[0-9]{5}" if value["country"] == "US" else r"[A-Z][0-9][A-Z] [0-9][A-Z][0-9]",
+                            value["code"]), value
+    assert countries == {"US", "CA"}
+
+
+@pytest.mark.parametrize("schema, check", [
+    # no else: a value that fails the condition needs nothing more
+    ({"type": "integer", "minimum": 0, "maximum": 20, "if": {"minimum": 10}, "then": {"multipleOf": 5}},
+     lambda v: v < 10 or v % 5 == 0),
+    # then / else without if mean nothing (as validators read them)
+    ({"type": "integer", "minimum": 0, "maximum": 3, "then": {"const": 99}}, lambda v: 0 <= v <= 3),
+    # a case that accepts nothing beside the rest is never written: here the else-case (strings of 5+)
+    ({"type": "string", "maxLength": 4, "if": {"maxLength": 4}, "then": {"pattern": "^x"},
+      "else": {"pattern": "^y"}}, lambda v: v.startswith("x")),
+])
+def test_if_then_else_cases(schema, check):
+    compiled = compile_schema(schema, TOK)
+    for seed in range(10):
+        value = fill_and_parse(compiled, seed)
+        validate(value, schema)
+        assert check(value), value
+
+
+def test_an_if_whose_negation_cannot_be_written_keeps_the_then_case():
+    """`not` of a condition this compiler cannot fold (a format): only the then-case is written, listed in fixed."""
+    schema = {"type": "object", "required": ["s"], "properties": {"s": {"type": "string", "maxLength": 30}},
+              "if": {"properties": {"s": {"format": "email"}}}, "then": {"required": ["s"]}}
+    compiled = compile_schema(schema, TOK)
+    assert len(compiled.fixed) == 1 and "never the 'else' case" in compiled.fixed[0], compiled.fixed
+    for seed in range(6):
+        validate(fill_and_parse(compiled, seed), schema)
+
+
+def test_any_of_beside_one_of_and_all_of_parts_that_merge():
+    schema = {"anyOf": [{"type": "integer", "maximum": 3}, {"type": "string", "maxLength": 3}],
+              "oneOf": [{"type": "integer", "minimum": 0}, {"type": "string", "pattern": "^a"}]}
+    compiled = compile_schema(schema, TOK)
+    kinds = set()
+    for seed in range(12):
+        value = fill_and_parse(compiled, seed)
+        validate(value, schema)
+        kinds.add(type(value))
+    assert kinds == {int, str}
+    # two different constants in allOf parts: that branch is never taken; propertyNames of both parts hold
+    either = {"anyOf": [{"allOf": [{"const": 1}, {"const": 2}]}, {"const": 3}]}
+    assert {fill_and_parse(compile_schema(either, TOK), seed) for seed in range(4)} == {3}
+    names = {"type": "object", "minProperties": 1, "allOf": [{"propertyNames": {"pattern": "^k"}},
+                                                             {"propertyNames": {"maxLength": 3}}]}
+    compiled = compile_schema(names, TOK)
+    for seed in range(6):
+        (name,) = fill_and_parse(compiled, seed)
+        assert name.startswith("k") and len(name) <= 3
+
+
+def test_an_any_of_branch_that_cannot_be_written_is_left_out():
+    """anyOf: a branch with a keyword this compiler cannot write is left out (listed in fixed); the others still
+    validate. With no branch left, the first branch's error."""
+    unsupported = {"type": "array", "contains": {"type": "integer"}}
+    schema = {"anyOf": [unsupported, {"type": "boolean"}]}
+    compiled = compile_schema(schema, TOK)
+    assert compiled.fixed == ("#/anyOf/0: never written (unsupported keyword 'contains' for type 'array')",)
+    assert {fill_and_parse(compiled, seed) for seed in range(8)} <= {True, False}
+    with pytest.raises(SchemaError, match="unsupported keyword 'contains'"):
+        compile_schema({"anyOf": [unsupported, {**unsupported, "minItems": 1}]}, TOK)
+
+
 def test_any_of_respects_sibling_keywords():
     schema = {"type": "object", "required": ["v"], "properties": {
         "v": {"maxLength": 2, "anyOf": [{"type": "string"}, {"type": "string", "enum": ["x", "yy"]}]}}}
