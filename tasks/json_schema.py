@@ -1263,9 +1263,10 @@ class _Compiler:
         if kind == "object" and ("minProperties" in schema or "maxProperties" in schema):
             # Objects we write hold every required member (and optional ones up to minProperties, see `members`)
             # and at most every declared one.
-            props = {k: v for k, v in schema.get("properties", {}).items() if v is not False}
-            if schema.get("maxProperties", len(props)) < len(props):
-                self.fail(f"{path}/maxProperties", "unsupported keyword 'maxProperties' below the declared count")
+            required = set(schema.get("required", [])) if isinstance(schema.get("required"), list) else set()
+            if isinstance(schema.get("maxProperties"), int) and schema["maxProperties"] < len(required):
+                raise _NoValue(f"maxProperties {schema['maxProperties']} below the {len(required)} required members "
+                               f"at {path}/maxProperties")
         if kind == "object" and "patternProperties" in schema:
             # Names we write are declared (or required, or generated): a pattern they match adds its schema to
             # theirs (see `members`).
@@ -1489,6 +1490,13 @@ class _Compiler:
                 if key in required:
                     raise _NoValue(f"required property {key!r} fails propertyNames at {path}/propertyNames")
                 props.pop(key)
+        most = schema.get("maxProperties")
+        if isinstance(most, int) and most < len(props):  # below the declared count: the first optional ones only
+            optional_kept = [k for k in props if k not in required][:max(0, most - len([k for k in props
+                                                                                        if k in required]))]
+            left_out = [k for k in props if k not in required and k not in optional_kept]
+            props = {k: v for k, v in props.items() if k in required or k in optional_kept}
+            self.fix(f"{path or '#'}: never writes {', '.join(map(repr, left_out))} (maxProperties)")
         return props, [k for k in props if k in required]
 
     def object_regex(self, schema: dict, path: str, seen: tuple) -> tuple[str, int]:
