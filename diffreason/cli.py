@@ -76,10 +76,13 @@ def generate(
         lm = load_model(model)
         value, result = generate_structured(lm, schema_dict, prompt, seed, _sampler_config(lm, steps, fast))
         if as_json:
-            print(json.dumps({"object": value, "steps": result.steps, "text": result.text, "seconds": result.seconds}))
+            print(json.dumps({"object": value, "steps": result.steps, "text": result.text, "seconds": result.seconds,
+                              "fixed": list(result.fixed)}))
         else:
             print(json.dumps(value, indent=2, ensure_ascii=False))
             err_console.print(f"[dim]steps per canvas {result.steps}, {result.seconds:.2f}s[/dim]")
+            for choice in result.fixed:  # (what the schema left open and the template chose)
+                err_console.print(f"[dim]fixed by the template: {choice}[/dim]")
         return
     lm = load_model(model)
     engine = Engine(lm, _sampler_config(lm, steps, fast))

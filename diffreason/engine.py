@@ -57,6 +57,9 @@ class GenerationResult:
     finished: bool  # an EOS was generated
     seconds: float
     trace: list[StepTrace] | None = None
+    # choices the constraint's template made for the model (a JSON Schema's value too complex for one slot: a member
+    # always written, one anyOf branch, ...; see CompiledSchema.fixed); empty when every choice stayed the model's
+    fixed: tuple[str, ...] = ()
 
     def to_dict(self, with_trace: bool = False) -> dict:
         out = asdict(self)

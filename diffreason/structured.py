@@ -105,6 +105,7 @@ def generate(
     lm = model if isinstance(model, DiffusionLM) else load_model(model)
     template, compiled = constraint_template(lm.tokenizer, lm.canvas_length, json_schema=load_schema(schema_or_model))
     result = Engine(lm, sampler).generate(prompt, template=template, seed=seed)
+    result.fixed = compiled.fixed
     import jsonschema
 
     try:

@@ -182,6 +182,15 @@ def test_cli_generate_with_schema(tmp_path):
     out = json.loads(p.stdout)
     validate(out["object"], schema)
     assert out["steps"] and all(1 <= s <= 3 for s in out["steps"])
+    assert out["fixed"] == []  # every choice stayed the model's
+    # a choice the template makes for the model is reported: anyOf's branch that cannot be written is left out
+    (tmp_path / "any.json").write_text(json.dumps({"anyOf": [{"type": "array", "contains": {"const": 1}},
+                                                             {"type": "boolean"}]}))
+    p = run("--schema", str(tmp_path / "any.json"), "--steps", "2", "--json")
+    assert p.returncode == 0, p.stderr
+    out = json.loads(p.stdout)
+    assert out["object"] in (True, False)
+    assert out["fixed"] == ["#/anyOf/0: never written (unsupported keyword 'contains' for type 'array')"]
     for args, message in [
         (["--schema", str(tmp_path / "bad.json"), "x"], "unsupported keyword 'contains' for type 'array' at /properties/a/contains"),
         (["--schema", str(tmp_path / "missing.json"), "x"], "does not exist"),
