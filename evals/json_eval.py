@@ -273,8 +273,10 @@ def write_report(report: dict, out_dir: str | Path, command: str) -> list[Path]:
         lines += [f"Model outputs: mean {report['steps_mean']:.1f} denoising steps per object (all canvases), "
                   f"{report['seconds_per_object_mean']:.2f} s per object."]
     lines += ["", "A fixed choice: a value too complex for one slot (an optional member holding objects, an array of "
-                  "objects, anyOf over objects) gets a scaffold that always writes the member, a fixed number of items "
-                  "or one branch; its outputs still always validate.",
+                  "objects, anyOf over objects, a type list, a non-empty map) gets a scaffold that always writes the "
+                  "member, a fixed number of items, one branch, one type or one member; an anyOf branch or if / then "
+                  "/ else case this compiler cannot write, and optional members beyond maxProperties, are never "
+                  "written. Outputs still always validate.",
               "", "Most frequent reasons a schema is not compiled:", ""]
     lines += [f"- {count} × {reason}" for reason, count in report["unsupported_top"]]
     (out_dir / "json.md").write_text("\n".join(lines) + "\n")
