@@ -120,7 +120,8 @@ ANY_VALUE = {"type": ["string", "number", "boolean", "null"]}
 SUPPORTED = {
     "object": {"type", "properties", "required", "additionalProperties", "patternProperties", "minProperties",
                "maxProperties", "dependencies", "dependentRequired", "dependentSchemas", "propertyNames"},
-    "array": {"type", "items", "prefixItems", "additionalItems", "minItems", "maxItems", "uniqueItems"},
+    "array": {"type", "items", "prefixItems", "additionalItems", "minItems", "maxItems", "uniqueItems", "contains",
+              "minContains"},
     "string": {"type", "enum", "const", "pattern", "minLength", "maxLength", "format", EXCLUDED, PATTERNS},
     "integer": {"type", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf", "enum", "const",
                 EXCLUDED, MULTIPLES, NOT_MULTIPLES},
@@ -694,6 +695,16 @@ class _Compiler:
             except SchemaError:
                 option = None
             options.append(option)
+        elif key == "contains":  # no item matches (exactly failing it when one match is needed)
+            need = neg.get("minContains", 1)
+            if not isinstance(need, int) or isinstance(need, bool):
+                return None
+            if need == 0:
+                return [], True  # every array passes it
+            options.append(within("array", {"items": {"not": value}}))
+            exact = need == 1 and "maxContains" not in neg
+        elif key in ("minContains", "maxContains"):  # (nothing without contains; with it, see "contains")
+            return [], "contains" not in neg or key == "minContains"
         elif key in ("anyOf", "oneOf"):  # not (A or B) = not A and not B; failing every oneOf branch fails oneOf
             if not isinstance(value, list):
                 return None
@@ -980,13 +991,20 @@ class _Compiler:
         if kind == "array":
             item_schemas, is_tuple = self.array_items(schema, path)
             if not item_schemas:
+                if self.contains_count(schema, path):
+                    raise _NoValue(f"'contains' needs an item, and the array holds none at {path}/contains")
                 return seq(lit("["), lit("]")), 2
             if is_tuple:  # exactly these items
+                if self.contains_count(schema, path):
+                    self.fail(f"{path}/contains", "unsupported keyword 'contains' on a tuple")
                 parts = [self.value_regex(s, f"{path}/items/{i}", seen) for i, s in enumerate(item_schemas)]
                 items = [group(r) if i == 0 else seq(lit(","), group(r)) for i, (r, _) in enumerate(parts)]
                 return seq(lit("["), *items, lit("]")), 2 + sum(n + 1 for _, n in parts)
-            lo = int(schema.get("minItems", 0))
+            need = self.contains_count(schema, path)
+            lo = max(int(schema.get("minItems", 0)), need)
             hi = min(int(schema.get("maxItems", max(lo, self.budget.array_items))), max(lo, self.budget.array_items))
+            if need:
+                return self.containing_array_regex(schema, item_schemas[0], need, lo, hi, path, seen)
             try:
                 item_regex, item_len = self.value_regex(item_schemas[0], f"{path}/items", seen)
             except (_DepthLimit, _NoValue):  # a member that cannot be written (depth limit, no value)
@@ -1218,6 +1236,39 @@ class _Compiler:
         if schema.get("uniqueItems") and n > 1:
             self.fail(f"{path}/uniqueItems", "unsupported keyword 'uniqueItems' on a tuple")
         return [prefix[i] if i < len(prefix) else rest for i in range(n)], True
+
+    def contains_count(self, schema: dict, path: str) -> int:
+        """How many items must match `contains` (minContains, default 1; 0 without contains)."""
+        if "contains" not in schema:
+            return 0
+        if "maxContains" in schema:
+            self.fail(f"{path}/maxContains", "unsupported keyword 'maxContains'")
+        need = schema.get("minContains", 1)
+        if not isinstance(need, int) or isinstance(need, bool) or need < 0:
+            self.fail(f"{path}/minContains", f"'minContains' must be a non-negative integer, got {need!r}")
+        return need
+
+    def containing_array_regex(self, schema: dict, item: Any, need: int, lo: int, hi: int, path: str,
+                               seen: tuple) -> tuple[str, int]:
+        """An array whose first `need` items match `contains` (and `items`): a sound subset of the arrays with that
+        many matches anywhere; the items after them are any items, up to maxItems."""
+        if "maxItems" in schema and int(schema["maxItems"]) < need:
+            raise _NoValue(f"maxItems {schema['maxItems']} below the {need} items 'contains' needs at {path}/contains")
+        if schema.get("uniqueItems") and hi > 1:
+            self.fail(f"{path}/contains", "unsupported keyword 'contains' together with 'uniqueItems'")
+        matching, matching_len = self.value_regex({"allOf": [item, schema["contains"]]}, f"{path}/contains", seen)
+        parts = [lit("["), group(matching), repeat(seq(lit(","), group(matching)), need - 1, need - 1)]
+        n = 2 + need * (matching_len + 1)
+        most = None if "maxItems" not in schema else hi - need
+        if most is None or most > 0:
+            try:
+                item_regex, item_len = self.value_regex(item, f"{path}/items", seen)
+                parts.append(repeat(seq(lit(","), group(item_regex)), max(0, lo - need), most))
+                n += (hi - need) * (item_len + 1)
+            except (_DepthLimit, _NoValue):
+                if lo > need:
+                    raise
+        return seq(*parts, lit("]")), n
 
     def unique_array_regex(self, schema: dict, path: str, lo: int, hi: int, seen: tuple) -> tuple[str, int]:
         """uniqueItems over a finite item set: every ordered selection without repetition, spelled out."""
@@ -1676,13 +1727,20 @@ class _Compiler:
         if kind == "array":
             self.check_keywords(schema, "array", path)
             items, is_tuple = self.array_items(schema, path)
+            need = self.contains_count(schema, path)
             if not is_tuple:
-                lo = int(schema.get("minItems", 0))
+                lo = max(int(schema.get("minItems", 0)), need)
                 if schema.get("uniqueItems") and lo > 1:
                     self.fail(f"{path}/uniqueItems", "unsupported keyword 'uniqueItems' on items too complex for a slot")
+                if need and (not items or int(schema.get("maxItems", need)) < need):
+                    raise _NoValue(f"the array cannot hold the {need} items 'contains' needs at {path}/contains")
                 # one item at least, unless nested in another written-for-you value (the template stays small)
                 items = items * (lo if self.forced > 1 else max(1, lo))
+                if need:  # the matching items first
+                    items = [{"allOf": [items[0], schema["contains"]]}] * need + items[need:]
                 self.fix(f"{path or '#'}: always {len(items)} item(s)")
+            elif need:
+                self.fail(f"{path}/contains", "unsupported keyword 'contains' on a tuple")
             parts = [self.text("[")]
             self.forced += 1
             try:

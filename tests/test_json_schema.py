@@ -115,8 +115,10 @@ def test_generated_schemas_always_validate(schema, seed):
     [
         ({"type": "array", "items": {"type": "integer"}, "uniqueItems": True},
          "unsupported keyword 'uniqueItems' unless items come from a finite set at /uniqueItems"),
-        ({"type": "object", "required": ["a"], "properties": {"a": {"type": "array", "contains": {"const": 1}}}},
-         "unsupported keyword 'contains' for type 'array' at /properties/a/contains"),
+        ({"type": "object", "required": ["a"], "properties": {"a": {"type": "array", "unevaluatedItems": {"const": 1}}}},
+         "unsupported keyword 'unevaluatedItems' for type 'array' at /properties/a/unevaluatedItems"),
+        ({"type": "array", "contains": {"const": 1}, "maxContains": 2},
+         "unsupported keyword 'maxContains' for type 'array' at /maxContains"),
         ({"type": "object", "required": ["n"], "properties": {"n": {"$ref": "#/$defs/n"}},
           "$defs": {"n": {"type": "object", "required": ["next"], "properties": {"next": {"$ref": "#/$defs/n"}}}}},
          "recursive reference #/$defs/n is required at every depth"),
@@ -170,7 +172,7 @@ def test_cli_generate_with_schema(tmp_path):
         "n": {"type": "integer", "minimum": 1, "maximum": 9}, "ok": {"type": "boolean"}}}
     (tmp_path / "s.json").write_text(json.dumps(schema))
     (tmp_path / "bad.json").write_text(json.dumps({"type": "object", "required": ["a"],
-                                                   "properties": {"a": {"type": "array", "contains": {"const": 1}}}}))
+                                                   "properties": {"a": {"type": "array", "unevaluatedItems": {"const": 1}}}}))
     env = {**os.environ, "PYTHONWARNINGS": "ignore"}
 
     def run(*args):
@@ -184,15 +186,16 @@ def test_cli_generate_with_schema(tmp_path):
     assert out["steps"] and all(1 <= s <= 3 for s in out["steps"])
     assert out["fixed"] == []  # every choice stayed the model's
     # a choice the template makes for the model is reported: anyOf's branch that cannot be written is left out
-    (tmp_path / "any.json").write_text(json.dumps({"anyOf": [{"type": "array", "contains": {"const": 1}},
+    (tmp_path / "any.json").write_text(json.dumps({"anyOf": [{"type": "array", "unevaluatedItems": {"const": 1}},
                                                              {"type": "boolean"}]}))
     p = run("--schema", str(tmp_path / "any.json"), "--steps", "2", "--json")
     assert p.returncode == 0, p.stderr
     out = json.loads(p.stdout)
     assert out["object"] in (True, False)
-    assert out["fixed"] == ["#/anyOf/0: never written (unsupported keyword 'contains' for type 'array')"]
+    assert out["fixed"] == ["#/anyOf/0: never written (unsupported keyword 'unevaluatedItems' for type 'array')"]
     for args, message in [
-        (["--schema", str(tmp_path / "bad.json"), "x"], "unsupported keyword 'contains' for type 'array' at /properties/a/contains"),
+        (["--schema", str(tmp_path / "bad.json"), "x"], "unsupported keyword 'unevaluatedItems' for type 'array' at "
+                                                "/properties/a/unevaluatedItems"),
         (["--schema", str(tmp_path / "missing.json"), "x"], "does not exist"),
     ]:
         p = run(*args)
@@ -522,12 +525,12 @@ def test_any_of_beside_one_of_and_all_of_parts_that_merge():
 def test_an_any_of_branch_that_cannot_be_written_is_left_out():
     """anyOf: a branch with a keyword this compiler cannot write is left out (listed in fixed); the others still
     validate. With no branch left, the first branch's error."""
-    unsupported = {"type": "array", "contains": {"type": "integer"}}
+    unsupported = {"type": "array", "unevaluatedItems": {"type": "integer"}}
     schema = {"anyOf": [unsupported, {"type": "boolean"}]}
     compiled = compile_schema(schema, TOK)
-    assert compiled.fixed == ("#/anyOf/0: never written (unsupported keyword 'contains' for type 'array')",)
+    assert compiled.fixed == ("#/anyOf/0: never written (unsupported keyword 'unevaluatedItems' for type 'array')",)
     assert {fill_and_parse(compiled, seed) for seed in range(8)} <= {True, False}
-    with pytest.raises(SchemaError, match="unsupported keyword 'contains'"):
+    with pytest.raises(SchemaError, match="unsupported keyword 'unevaluatedItems'"):
         compile_schema({"anyOf": [unsupported, {**unsupported, "minItems": 1}]}, TOK)
 
 
@@ -1377,4 +1380,41 @@ def test_a_schema_nested_past_the_recursion_limit_is_one_clear_error():
     for _ in range(400):
         schema = {"type": "object", "properties": {"a": schema}, "required": ["a"]}
     with pytest.raises(SchemaError, match="nests too deeply"):
+        compile_schema(schema, TOK)
+
+
+@pytest.mark.parametrize("schema, check", [
+    ({"type": "array", "items": {"type": "integer", "minimum": 0, "maximum": 9}, "contains": {"const": 7}},
+     lambda v: 7 in v),
+    ({"type": "array", "items": {"type": "integer", "minimum": 0, "maximum": 9}, "contains": {"minimum": 8},
+      "minContains": 2, "maxItems": 3}, lambda v: sum(x >= 8 for x in v) >= 2 and len(v) <= 3),
+    ({"type": "array", "contains": {"type": "boolean"}, "minContains": 0}, lambda v: True),  # (vacuous)
+    ({"type": "array", "items": {"enum": ["a", "b", "c"]}, "not": {"contains": {"const": "a"}}},
+     lambda v: "a" not in v),  # failing contains: no item matches
+    ({"type": "object", "required": ["xs"], "properties": {"xs": {"type": "array", "items": PERSON,
+                                                                  "contains": {"required": ["age"]}}}},
+     lambda v: any("age" in p for p in v["xs"])),  # items too complex for a slot: the scaffold's first item
+])
+def test_contains_writes_matching_items_first(schema, check):
+    compiled = compile_schema(schema, TOK, budget_for(schema))
+    for seed in range(8):
+        value = fill_and_parse(compiled, seed)
+        validate(value, schema)
+        assert check(value), value
+
+
+def budget_for(schema):
+    from diffreason.tasks.json_schema import Budget
+
+    return Budget(max_regex=200) if "xs" in schema.get("properties", {}) else Budget()
+
+
+@pytest.mark.parametrize("schema, message", [
+    ({"type": "array", "contains": {"const": 1}, "maxItems": 1, "minContains": 2}, "maxItems 1 below the 2 items"),
+    ({"type": "array", "items": {"enum": [1, 2]}, "contains": {"const": 1}, "uniqueItems": True},
+     "unsupported keyword 'contains' together with 'uniqueItems'"),
+    ({"type": "array", "items": {"type": "string"}, "contains": {"type": "integer"}}, "no common value"),
+])
+def test_contains_that_cannot_be_met_fails_clearly(schema, message):
+    with pytest.raises(SchemaError, match=re.escape(message)):
         compile_schema(schema, TOK)
