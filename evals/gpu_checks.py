@@ -117,7 +117,8 @@ def server(model: Path) -> bool:
         print("regex:", status, out if status != 200 else (out["text"], out["meta_info"].get("diffreason_steps")))
         good = good and status == 200
         status, out = post(url, {"text": "x", "sampling_params": {"json_schema": json.dumps(
-            {"type": "object", "required": ["a"], "properties": {"a": {"type": "array", "contains": {"const": 1}}}})}})
+            {"type": "object", "required": ["a"], "properties": {"a": {"type": "array",
+                                                                    "unevaluatedItems": {"const": 1}}}})}})
         print("bad schema:", status, str(out)[:200])
         good = good and status == 400
         status, out = post(url, {"text": "free text", "sampling_params": {"max_new_tokens": 64}})

@@ -129,8 +129,8 @@ def test_a_template_longer_than_a_canvas_continues_on_the_next_one():
     "params, message",
     [
         (dict(json_schema=json.dumps({"type": "object", "required": ["a"], "properties": {"a": {"type": "array",
-          "contains": {"const": 1}}}})), "diffreason: unsupported keyword 'contains' for type 'array' at "
-                                         "/properties/a/contains"),
+          "unevaluatedItems": {"const": 1}}}})), "diffreason: unsupported keyword 'unevaluatedItems' for type 'array' "
+                                                 "at /properties/a/unevaluatedItems"),
         (dict(json_schema="{not json"), "diffreason: json_schema is not valid JSON"),
         (dict(regex=r"(a)\1"), "diffreason: cannot build an automaton for regex"),
         (dict(regex="a", json_schema="{}"), "diffreason: give one constraint, not json_schema and regex"),
