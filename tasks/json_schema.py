@@ -476,6 +476,11 @@ class _Compiler:
             schema = self.without_not(schema, path, seen)
         return schema, path, seen
 
+    def resolve_marked(self, schema: Any, path: str, seen: tuple, fold_not: bool = True) -> dict:
+        """`resolve`'s schema, carrying the `$ref`s it followed (REFS) for a caller that goes on with its own `seen`."""
+        resolved, _, chain = self.resolve(schema, path, seen, fold_not)
+        return _with_refs(resolved, chain, seen)
+
     # -- if / then / else: a choice between (if and then) and (not if and else) ----------------------------------------
 
     def without_if(self, schema: dict, path: str, seen: tuple) -> dict:
@@ -533,8 +538,7 @@ class _Compiler:
         neg, _, _ = self.resolve(neg, f"{path}/not", seen, fold_not=False)
         keys = neg.keys() & VALIDATION_KEYWORDS
         if keys == {"not"}:  # not (not X) = X
-            return _with_refs(*self.resolve({"allOf": [rest, neg["not"]]} if rest else neg["not"], path, seen)[::2],
-                              seen)
+            return self.resolve_marked({"allOf": [rest, neg["not"]]} if rest else neg["not"], path, seen)
         unsupported = set()
         for key in sorted(keys, key=lambda k: (NEGATION_ORDER.index(k) if k in NEGATION_ORDER else 99, k)):
             ways = self.negations(rest, neg, key, f"{path}/not", seen)
@@ -546,7 +550,7 @@ class _Compiler:
                 if option is _EMPTY:
                     continue
                 try:
-                    return _with_refs(*self.resolve(option, path, seen)[::2], seen)
+                    return self.resolve_marked(option, path, seen)
                 except _NoValue:
                     continue
                 except SchemaError:
@@ -745,8 +749,8 @@ class _Compiler:
         for i, part in enumerate(parts):
             if part is True or (isinstance(part, dict) and not (part.keys() & VALIDATION_KEYWORDS)):
                 continue  # true, {} or annotations only: constrains nothing
-            resolved, _, part_seen = self.resolve(part, f"{path}/allOf/{i}", seen, fold_not=False)
-            merged = self.merge_two(merged, _with_refs(resolved, part_seen, seen), f"{path}/allOf/{i}")
+            resolved = self.resolve_marked(part, f"{path}/allOf/{i}", seen, fold_not=False)
+            merged = self.merge_two(merged, resolved, f"{path}/allOf/{i}")
         return merged
 
     def merge_two(self, a: dict, b: dict, path: str) -> dict:
@@ -1053,8 +1057,8 @@ class _Compiler:
                 continue
             try:
                 # the branch's `not` waits for the siblings: `not required X` must see the members they declare
-                sub, sub_path, sub_seen = self.resolve(sub, f"{path}/{key}/{i}", seen, fold_not=False)
-                out.append(self.merge_two(siblings, _with_refs(sub, sub_seen, seen), sub_path))
+                sub, sub_path, chain = self.resolve(sub, f"{path}/{key}/{i}", seen, fold_not=False)
+                out.append(self.merge_two(siblings, _with_refs(sub, chain, seen), sub_path))
             except _NoValue as exc:  # this branch accepts nothing beside the siblings: never chosen
                 out.append(None)
                 empty = exc
@@ -1078,8 +1082,7 @@ class _Compiler:
             if b is None:
                 continue
             try:
-                b_resolved, _, b_seen = self.resolve(b, f"{path}/oneOf/{i}", seen)
-                resolved.append((i, _with_refs(b_resolved, b_seen, seen)))
+                resolved.append((i, self.resolve_marked(b, f"{path}/oneOf/{i}", seen)))
                 kept[i] = self.as_accepted(b, seen)
             except _NoValue as exc:  # accepts nothing, so it can never be the one that matches
                 empty = exc
@@ -1321,7 +1324,7 @@ class _Compiler:
             self.fail(f"{path}/format", f"unsupported keyword 'format' value {schema['format']!r}")
         if kind == "object" and ("minProperties" in schema or "maxProperties" in schema):
             # Objects we write hold every required member (and optional ones up to minProperties, see `members`)
-            # and at most every declared one.
+            # and at most every declared one (at most maxProperties: `members` leaves the optional ones beyond out).
             required = set(schema.get("required", [])) if isinstance(schema.get("required"), list) else set()
             if isinstance(schema.get("maxProperties"), int) and schema["maxProperties"] < len(required):
                 raise _NoValue(f"maxProperties {schema['maxProperties']} below the {len(required)} required members "
