@@ -956,9 +956,7 @@ def matches_nothing(regex: str, intersections: Intersections = ()) -> bool:
     Handwritten allany14 checks 958 intersections of eight patterns each, and building their products took 16 s."""
     built = (regex, intersections) in _CHAR_FSMS.items
     if not built and len(intersections) == 1 and intersections[0][0] == regex:
-        parts = intersections[0][1]
-        empty = _EMPTY_INTERSECTIONS.get(parts, lambda: _intersection_empty(parts),
-                                         lambda _: 64 + sum(map(len, parts)))  # (the key's text is the weight)
+        empty = _intersection_empty(intersections[0][1])
         if empty is not None:
             return empty
     try:
@@ -969,13 +967,17 @@ def matches_nothing(regex: str, intersections: Intersections = ()) -> bool:
 
 def _intersection_empty(parts: tuple[str, ...]) -> bool | None:
     """Is no string matched by every part (a Complement part: not matched)? None where the search cannot say
-    (lookarounds, inline flags: interegular's construction decides)."""
+    (lookarounds, inline flags: interegular's construction decides). Cached by the parts."""
+    return _EMPTY_INTERSECTIONS.get(parts, lambda: _search_intersection(parts),
+                                    lambda _: 64 + sum(map(len, parts)))  # (the key's text is the weight)
+
+
+def _search_intersection(parts: tuple[str, ...]) -> bool | None:
     from diffreason import regex_dfa
 
     if len(parts) > 2:  # two parts that exclude each other (cheap, and cached) settle it without the whole product
-        for pair in itertools.combinations(parts, 2):
-            if _EMPTY_INTERSECTIONS.get(pair, lambda: _intersection_empty(pair), lambda _: 64 + sum(map(len, pair))):
-                return True
+        if any(_intersection_empty(pair) for pair in itertools.combinations(parts, 2)):
+            return True
     try:
         return regex_dfa.intersection_empty([_part_dfa(part) for part in parts], MAX_STATES)
     except regex_dfa.TooLarge:

@@ -949,16 +949,7 @@ class _Compiler:
                 return alt([r for r, _ in options]), max(n for _, n in options)
         kind = schema.get("type")
         if isinstance(kind, list):
-            # Keywords apply only to instances of their type: each branch keeps its own.
-            for t in kind:
-                if t not in SUPPORTED:
-                    self.fail(f"{path}/type", f"unsupported type {t!r}")
-                self.check_keywords(schema, t, path)
-            options = [
-                self.value_regex({k: v for k, v in schema.items() if k in SUPPORTED.get(t, ()) or k in ANNOTATIONS}
-                                 | {"type": t}, path, seen)
-                for t in kind
-            ]
+            options = [self.value_regex(sub, path, seen) for _, sub in self.per_type(schema, path)]
             return alt([r for r, _ in options]), max(n for _, n in options)
         if kind is None:
             kind = self.infer_type(schema, path)
@@ -1002,17 +993,17 @@ class _Compiler:
             return self.string_regex(schema, path)
         if kind == "array":
             item_schemas, is_tuple = self.array_items(schema, path)
+            need = self.contains_count(schema, path)
             if not item_schemas:
-                if self.contains_count(schema, path):
+                if need:
                     raise _NoValue(f"'contains' needs an item, and the array holds none at {path}/contains")
                 return seq(lit("["), lit("]")), 2
             if is_tuple:  # exactly these items
-                if self.contains_count(schema, path):
+                if need:
                     self.fail(f"{path}/contains", "unsupported keyword 'contains' on a tuple")
                 parts = [self.value_regex(s, f"{path}/items/{i}", seen) for i, s in enumerate(item_schemas)]
                 items = [group(r) if i == 0 else seq(lit(","), group(r)) for i, (r, _) in enumerate(parts)]
                 return seq(lit("["), *items, lit("]")), 2 + sum(n + 1 for _, n in parts)
-            need = self.contains_count(schema, path)
             lo = max(int(schema.get("minItems", 0)), need)
             hi = min(int(schema.get("maxItems", max(lo, self.budget.array_items))), max(lo, self.budget.array_items))
             if need:
@@ -1034,6 +1025,16 @@ class _Compiler:
         if kind == "object":
             return self.object_regex(schema, path, seen)
         self.fail(path, f"unsupported type {kind!r}")
+
+    def per_type(self, schema: dict, path: str) -> list[tuple[str, dict]]:
+        """(type, its schema) for each type of a type list: keywords apply only to instances of their type, so each
+        keeps its own."""
+        for t in schema["type"]:
+            if t not in SUPPORTED:
+                self.fail(f"{path}/type", f"unsupported type {t!r}")
+            self.check_keywords(schema, t, path)
+        return [(t, {k: v for k, v in schema.items() if k in SUPPORTED[t] or k in ANNOTATIONS} | {"type": t})
+                for t in schema["type"]]
 
     def alternatives(self, schema: dict, key: str, path: str, seen: tuple) -> list:
         """The branches to write for anyOf / oneOf: siblings folded in; for oneOf, made mutually exclusive."""
@@ -1720,11 +1721,7 @@ class _Compiler:
                 return self.map_template(schema, path, seen)
         if isinstance(schema.get("type"), list):  # as for anyOf: the first type that has a template, always
             problem = too_complex
-            for t in schema["type"]:
-                if t not in SUPPORTED:
-                    self.fail(f"{path}/type", f"unsupported type {t!r}")
-                self.check_keywords(schema, t, path)
-                only = {k: v for k, v in schema.items() if k in SUPPORTED[t] or k in ANNOTATIONS} | {"type": t}
+            for t, only in self.per_type(schema, path):
                 try:
                     parts = self.template(only, path, seen)
                 except SchemaError as exc:
