@@ -419,8 +419,8 @@ class _Compiler:
         """`valid(value, node)` for a value of the node's own `key` ('enum' or 'const'), which it satisfies: when
         nothing but a type stands beside it, only the type is checked (a long enum was quadratic through jsonschema)."""
         others = node.keys() - ANNOTATIONS - {key}
-        if not others <= {"type"}:
-            return self.valid(value, node)
+        if not others <= {"type"}:  # checked without its own key: jsonschema compares a value with every other one
+            return self.valid(value, {k: v for k, v in node.items() if k != key})
         kinds = node.get("type", [])
         kinds = kinds if isinstance(kinds, list) else [kinds]
         if not all(isinstance(k, str) and k in SUPPORTED for k in kinds):
