@@ -2,6 +2,7 @@
 
 import io
 import json
+import math
 import os
 import subprocess
 import sys
@@ -389,20 +390,23 @@ def test_sft_loss_learns_on_a_fixed_batch():
     assert losses[-1] < losses[0] * 0.9
 
 
-def test_cli_eval_writes_json_markdown_and_png(sudoku_checkpoint, tmp_path):
+def test_cli_eval_writes_json_markdown_and_png(sudoku_checkpoint, sudoku_lm, tmp_path):
     p = run_cli("eval", "sudoku", "--model", str(sudoku_checkpoint), "--n", "2", "--tiers", "easy,extreme",
                 "--budgets", "2,4", "--out", str(tmp_path))
     assert p.returncode == 0, p.stderr
     report = json.loads((tmp_path / "sudoku.json").read_text())
     assert set(report["tiers"]) == {"easy", "extreme"}
+    own = sudoku_lm.sampler_config.max_denoising_steps  # the headline run: the checkpoint's own schedule
+    assert report["budget"] == own and own not in (2, 4)
     for entry in report["tiers"].values():
         assert set(entry["modes"]) == {"model", "verified"}
         for m in entry["modes"].values():
             assert 0 <= m["solve_rate"] <= 1 and set(m["solve_rate_at_budget"]) == {"2", "4"}
-            assert 1 <= m["steps_median"] <= 4 and len(m["solved_within"]) == 4
+            assert 1 <= m["steps_median"] <= own and len(m["solved_within"]) == own
             assert m["solve_rate"] + m["unsolved_ran_out"] + m["unsolved_stopped"] == pytest.approx(1)
     md = (tmp_path / "sudoku.md").read_text()
     assert "| easy |" in md and "verified" in md and "diffreason eval sudoku" in md and "out of steps / stopped" in md
+    assert f"checkpoint's own {own}-step schedule" in md and "| @2 | @4 |" in md
     assert (tmp_path / "sudoku.png").read_bytes()[:4] == b"\x89PNG"
     bad = run_cli("eval", "sudoku", "--model", str(sudoku_checkpoint), "--tiers", "impossible")
     assert bad.returncode == 2 and "unknown tier or mode 'impossible'" in bad.stderr
@@ -467,3 +471,49 @@ def test_plot_training_draws_runs_that_evaluate_different_tiers(tmp_path):
     out = tmp_path / "curve.png"
     plot_training(str(out), str(tmp_path / "first"), str(tmp_path / "second"))
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_progress_fit_recovers_a_power_law_and_the_puzzles_it_needs():
+    from diffreason.evals.sudoku_progress import power_law_fit, puzzles_for, wilson
+
+    # unsolved = 2 · puzzles^-0.25: 50 % solved at 16 puzzles, 75 % at 256; 95 % at 40^4 = 2,560,000
+    puzzles = [16, 256, 4096]
+    rates = [1 - 2 * d ** -0.25 for d in puzzles]
+    a, b = power_law_fit(puzzles, rates)
+    assert b == pytest.approx(-0.25) and a == pytest.approx(math.log(2))
+    assert puzzles_for((a, b), 0.95) == pytest.approx(2_560_000)
+    assert puzzles_for((a, 0.1), 0.95) is None  # an unsolved fraction that grows reaches no target
+    assert power_law_fit([10, 10], [0.5, 0.6]) is None and power_law_fit([10, 20], [1.0, 1.0]) is None
+    lo, hi = wilson(5, 10)
+    assert (round(lo, 4), round(hi, 4)) == (0.2366, 0.7634)
+    assert wilson(0, 10)[0] == 0.0 and wilson(10, 10)[1] == 1.0
+
+
+def test_progress_evaluates_each_checkpoint_alike_and_reports(sudoku_checkpoint, tmp_path):
+    from diffreason.evals.sudoku_progress import evaluate, summarise, write
+
+    rows = evaluate([(str(sudoku_checkpoint), 1000), (str(sudoku_checkpoint), 2000)], ["easy"], (1.0, 0.4, 3),
+                    n=2, seed=0)
+    assert [(r["puzzles"], r["tier"], r["n"]) for r in rows] == [(1000, "easy", 2), (2000, "easy", 2)]
+    assert rows[0]["solved"] == rows[1]["solved"]  # the same weights, puzzles and seed: the same result
+    assert all(r["interval"][0] <= r["solve_rate"] <= r["interval"][1] and r["steps_median"] <= 3 for r in rows)
+    summary = summarise(rows, 0.95)
+    assert summary["easy"]["points"] == 2
+    write(rows, summary, 0.95, tmp_path, "cmd", 2, 0, (1.0, 0.4, 3))
+    md = (tmp_path / "progress.md").read_text()
+    assert "1 → 0.4 over 3 steps" in md and md.count("| easy |") == 2
+    assert (tmp_path / "progress.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--checkpoints", "a_dir"], "must look like DIR=640512"),
+    (["--checkpoints", "a=1", "--schedule", "1.2:0.4"], "--schedule must look like"),
+    (["--checkpoints", "a=1", "--target", "1.5"], "--target must lie between 0 and 1"),
+    (["--checkpoints", "no_such_dir=1"], "model directory 'no_such_dir' does not exist"),
+])
+def test_progress_refuses_bad_arguments(args, message, capsys):
+    from diffreason.evals.sudoku_progress import main
+
+    with pytest.raises(SystemExit) as exc:
+        main(args)
+    assert exc.value.code == 2 and message in capsys.readouterr().err
