@@ -295,6 +295,19 @@ class TokenAutomaton:
         return _from_regex_cached(regex, _OutlinesTokenizer.wrap(tokenizer), tuple(intersections))
 
     @classmethod
+    def padded(cls, regex: str, tokenizer, pad: int, intersections: "Intersections" = ()) -> "TokenAutomaton":
+        """`from_regex(...).with_padding(pad)`. A composed regex's automaton is composed with its pad sink at once:
+        only slots use it (compositions are built from leaves), so its unpadded form would be built, sorted and
+        cached for nothing."""
+        from diffreason import composed
+
+        wrapped, intersections = _OutlinesTokenizer.wrap(tokenizer), tuple(intersections)
+        if not composed.is_composite(regex):
+            return _from_regex_cached(regex, wrapped, intersections).with_padding(pad)
+        return _AUTOMATA.get((regex, wrapped, intersections, pad), lambda: _from_regex(regex, wrapped, intersections,
+                                                                                        pad), lambda a: a.nbytes)
+
+    @classmethod
     def from_moves(cls, src, tok, dst, accepting: torch.Tensor, initial: int, classes: TokenClasses) -> "TokenAutomaton":
         """From unsorted moves on the token classes of `classes`; states are 0..len(accepting)-1."""
         src, tok, dst = (np.asarray(x, dtype=np.int64) for x in (src, tok, dst))
@@ -1101,7 +1114,9 @@ def _from_regex_cached(regex: str, tokenizer: _OutlinesTokenizer, intersections:
                          lambda a: a.nbytes)
 
 
-def _from_regex(regex: str, tokenizer: _OutlinesTokenizer, intersections: Intersections = ()) -> TokenAutomaton:
+def _from_regex(regex: str, tokenizer: _OutlinesTokenizer, intersections: Intersections = (),
+                pad: int | None = None) -> TokenAutomaton:
+    """`pad`: for a composed regex, with a pad sink (see `TokenAutomaton.padded`)."""
     from diffreason import composed
 
     if composed.is_composite(regex):  # built from its parts' automata (see diffreason.composed)
@@ -1109,7 +1124,8 @@ def _from_regex(regex: str, tokenizer: _OutlinesTokenizer, intersections: Inters
             return _from_regex_cached(text, tokenizer, tuple((m, p) for m, p in intersections if m in text))
 
         try:
-            *moves, classes = composed.compose(regex, leaf, tokenizer.encode, len(tokenizer.tokenizer), MAX_STATES)
+            *moves, classes = composed.compose(regex, leaf, tokenizer.encode, len(tokenizer.tokenizer), MAX_STATES,
+                                               pad)
         except composed.CompositionTooLarge as exc:
             raise AutomatonTooLarge(f"the automaton of regex {str(regex)[:80]!r}... has {exc}") from None
         return TokenAutomaton.from_moves(*moves, classes)

@@ -390,7 +390,7 @@ def _build_regex_slot(regex: str, tokenizer, length: int, intersections=()) -> C
         template = _optional_prefixed_slot(*member, tokenizer, length, intersections)
         if template is not None:
             return template
-    automaton = TokenAutomaton.from_regex(regex, tokenizer, intersections).with_padding(tokenizer.pad_token_id)
+    automaton = TokenAutomaton.padded(regex, tokenizer, tokenizer.pad_token_id, intersections)
     masks, index, backward = automaton.slot_masks(length)  # equal allowed sets share one mask
     slot = Slot(0, length, automaton, backward)
     return CanvasTemplate._of(len(tokenizer), torch.full((length,), FREE), index, masks, slots=[slot])

@@ -181,10 +181,11 @@ class CompositionTooLarge(Exception):
     """The composed automaton would pass its state limit (the caller reports it as a value too complex for a slot)."""
 
 
-def compose(regex: Rx, leaf, encode, vocab_size: int, max_states: int):
+def compose(regex: Rx, leaf, encode, vocab_size: int, max_states: int, pad: int | None = None):
     """(src, tok, dst, accepting, initial, classes) of the automaton of `regex`, from `leaf(text)` (a TokenAutomaton,
     unpadded) for its leaf regexes and `encode(text)` (token ids) for its literals. Its moves are on token classes
     (`classes`): the coarsest partition finer than each leaf's, with every literal token a class of its own.
+    With `pad`, a pad sink too, as `TokenAutomaton.with_padding` adds one (pad a class of its own).
     Raises CompositionTooLarge past `max_states` states."""
     from diffreason.automaton import TokenClasses, expand_moves
 
@@ -204,6 +205,8 @@ def compose(regex: Rx, leaf, encode, vocab_size: int, max_states: int):
                 gather(p)
 
     gather(regex.node)
+    if pad is not None:
+        literal_tokens.add(pad)
     classes, parents = TokenClasses.common(vocab_size, [a.classes for a in leaves.values()], sorted(literal_tokens))
     nfas = {}
     for (text, a), parent in zip(leaves.items(), parents):
@@ -236,6 +239,12 @@ def compose(regex: Rx, leaf, encode, vocab_size: int, max_states: int):
     # (parts' initial states that composition left behind stay, unreachable: slot sets and the commit only follow
     # live states, and a pass to drop them would cost more than they do)
     nfa = build(regex.node)
+    if pad is not None:  # every accepting state moves on pad to an accepting state that only takes pads
+        sink = nfa.size
+        sources = np.append(np.flatnonzero(nfa.accepting), sink)
+        moves = sources, np.full(sources.size, classes.of[pad]), np.full(sources.size, sink)
+        nfa = _Nfa(*(np.concatenate([old, new]) for old, new in zip((nfa.src, nfa.tok, nfa.dst), moves)),
+                   np.append(nfa.accepting, True), nfa.initial)
     return (torch.from_numpy(nfa.src), torch.from_numpy(nfa.tok), torch.from_numpy(nfa.dst),
             torch.from_numpy(nfa.accepting), nfa.initial, classes)
 

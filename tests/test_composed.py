@@ -4,6 +4,7 @@ import itertools
 import json
 import re
 
+import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -49,6 +50,28 @@ def test_composed_automaton_accepts_exactly_the_strings_of_its_regex(regex):
     for s in STRINGS:
         assert automaton.accepts(BYTES.encode(s, add_special_tokens=False)) == bool(re.fullmatch(regex, s)), (
             str(regex), s)
+
+
+@settings(max_examples=40, deadline=None)
+@given(REGEXES)
+def test_padded_composition_is_the_composition_with_padding(regex):
+    """`TokenAutomaton.padded` composes a pad sink in at once: the same language as `with_padding` on the unpadded
+    composition (exhaustively over short strings, each followed by no, one or two pads), and the same slot sets."""
+    pad = TOK.pad_token_id
+    padded = TokenAutomaton.padded(regex, TOK, pad)
+    reference = TokenAutomaton.from_regex(regex, TOK).with_padding(pad)
+    for s in STRINGS:
+        for pads in range(3):
+            tokens = list(TOK.encode(s, add_special_tokens=False)) + [pad] * pads
+            assert padded.accepts(tokens) == reference.accepts(tokens), (str(regex), s, pads)
+    for length in (1, 4):
+        try:
+            expected = reference.slot_sets(length)[0]
+        except Exception as exc:  # no value fits: the padded composition says the same
+            with pytest.raises(type(exc)):
+                padded.slot_sets(length)
+            continue
+        assert torch.equal(padded.slot_sets(length)[0], expected)
 
 
 def test_rx_text_is_the_regex_the_compiler_wrote():
