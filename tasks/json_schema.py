@@ -39,7 +39,7 @@ import re
 import warnings
 from dataclasses import astuple, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import torch
 
@@ -395,25 +395,38 @@ class _Compiler:
 
     def valid(self, value: Any, node: dict) -> bool:
         """Does `value` validate against `node` (a part of the root schema; its $refs resolve against the root)?"""
-        import jsonschema
+        return self.checker(node)(value)
 
+    def checker(self, node: dict) -> Callable[[Any], bool]:
+        """`valid(·, node)` as a function of the value, with its validators made once: a choice among many candidate
+        values (`multiples_regex` tries 595) checked them one jsonschema `evolve` each."""
         if self._validator is None:
             self._validator = validator(self.root)
-        if isinstance(node, dict) and EXCLUDED in node:  # the compiler's own keywords: jsonschema does not know them
-            text = json.dumps(value, ensure_ascii=False)
-            if any(re.fullmatch(x, text) for x in node[EXCLUDED]):
-                return False
-        if isinstance(node, dict) and isinstance(value, str) and not all(re.search(p, value)
-                                                                         for p in node.get(PATTERNS, [])):
-            return False
-        if isinstance(node, dict) and _json_type(value) in ("integer", "number"):  # as validators divide
-            multiple_of = lambda d: self._validator.evolve(schema={"multipleOf": d}).is_valid(value)  # noqa: E731
-            if not all(map(multiple_of, node.get(MULTIPLES, []))) or any(map(multiple_of, node.get(NOT_MULTIPLES, []))):
-                return False
+        own = node if isinstance(node, dict) else {}  # the compiler's own keywords: jsonschema does not know them
+        excluded, patterns = own.get(EXCLUDED, []), own.get(PATTERNS, [])
+        multiples, not_multiples = ([self._validator.evolve(schema={"multipleOf": d}) for d in own.get(key, [])]
+                                    for key in (MULTIPLES, NOT_MULTIPLES))  # (as validators divide)
         try:
-            return self._validator.evolve(schema=node).is_valid(value)
-        except Exception:  # an unresolvable reference or a malformed keyword: not a value we can vouch for
-            return False
+            whole = self._validator.evolve(schema=node)
+        except Exception:  # a node jsonschema cannot take: no value of it we can vouch for
+            whole = None
+
+        def check(value: Any) -> bool:
+            if whole is None:
+                return False
+            if excluded and any(re.fullmatch(x, json.dumps(value, ensure_ascii=False)) for x in excluded):
+                return False
+            if isinstance(value, str) and not all(re.search(p, value) for p in patterns):
+                return False
+            if _json_type(value) in ("integer", "number") and (not all(v.is_valid(value) for v in multiples)
+                                                                or any(v.is_valid(value) for v in not_multiples)):
+                return False
+            try:
+                return whole.is_valid(value)
+            except Exception:  # an unresolvable reference or a malformed keyword: not a value we can vouch for
+                return False
+
+        return check
 
     def valid_member(self, value: Any, node: dict, key: str) -> bool:
         """`valid(value, node)` for a value of the node's own `key` ('enum' or 'const'), which it satisfies: when
@@ -1357,9 +1370,10 @@ class _Compiler:
         ks = sorted({m * 10**e for m in range(1, 100) for e in range(3)})
         # a number that only must not be a multiple may be a decimal (not a multiple of 0.5, within [0, 3])
         steps = [d] if "multipleOf" in schema or kind == "integer" else [1, 0.1]
+        valid = self.checker(schema)
         for step in map(decimal.Decimal, map(repr, steps)):
             texts = (format((step * k).normalize(), "f") for k in [0, *ks, *(-k for k in ks)])
-            lits = [text for text in texts if self.valid(json.loads(text), schema)]  # (valid() honours EXCLUDED too)
+            lits = [text for text in texts if valid(json.loads(text))]  # (which honours EXCLUDED too)
             if lits:
                 return Choice(lits), max(len(v) for v in lits)
         if "multipleOf" not in schema:
