@@ -426,7 +426,8 @@ def eval_sudoku(
     n: int = typer.Option(100, "--n", help="puzzles per tier"),
     tiers: str = typer.Option("easy,medium,hard,extreme", "--tiers"),
     modes: str = typer.Option("model,verified", "--modes"),
-    budgets: str = typer.Option("12,24,48", "--budgets", help="fixed step budgets, each a run whose schedule spans it (the headline run uses the checkpoint's own)"),
+    budgets: str = typer.Option("12,24,48", "--budgets", help="fixed step budgets, each a run whose schedule spans "
+                                "it (the headline run uses the checkpoint's own)"),
     seed: int = typer.Option(2026, "--seed", help="generator seed of the eval puzzles"),
     out: Path = typer.Option(Path("evals/reports"), "--out", help="report directory"),
     t_max: float = T_MAX_OPTION,

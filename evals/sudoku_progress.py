@@ -74,7 +74,8 @@ def evaluate(checkpoints: list[tuple[str, int]], tiers: list[str], schedule: tup
 
 
 def summarise(rows: list[dict], target: float) -> dict:
-    """Per tier: the fit over the checkpoints of the largest size (the run's own line) and the puzzles it needs."""
+    """Per tier: the fit over the checkpoints of the most common size (the run's own line; another size, such as a
+    deepened sibling, is drawn beside it) and the puzzles it needs to reach `target`."""
     out = {}
     for tier in dict.fromkeys(r["tier"] for r in rows):
         mine = [r for r in rows if r["tier"] == tier]
