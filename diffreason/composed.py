@@ -126,8 +126,10 @@ def _chain(tokens: list[int]) -> _Nfa:
 def _concat(parts: list[_Nfa]) -> _Nfa:
     """The parts one after another: every state where the prefix may end takes the next part's first moves. A part's
     initial state that no move enters is left behind (unreachable), so it does not carry ends forward."""
-    src, tok, dst, accepting = [], [], [], []
+    src, tok, dst, shift = [], [], [], []  # move blocks, and what each block's states are shifted by
+    firsts = [parts[0].first]  # the moves out of the initial state, known without scanning the result
     ends = None  # states (global numbers) where the parts so far may end
+    initial_ends = bool(parts[0].accepting[parts[0].initial])  # the initial state is one of them
     offset = 0
     for part in parts:
         first_tok, first_dst = part.first
@@ -135,33 +137,47 @@ def _concat(parts: list[_Nfa]) -> _Nfa:
             src.append(np.repeat(ends, first_tok.size))
             tok.append(np.tile(first_tok, ends.size))
             dst.append(np.tile(first_dst + offset, ends.size))
-        src.append(part.src + offset)
+            shift.append(0)
+            if initial_ends:
+                firsts.append((first_tok, first_dst + offset))
+                initial_ends = bool(part.accepting[part.initial])
+        src.append(part.src)
         tok.append(part.tok)
-        dst.append(part.dst + offset)
-        accepting.append(np.zeros(part.size, dtype=bool))
+        dst.append(part.dst)
+        shift.append(offset)
         own = np.flatnonzero(part.accepting)
         if ends is not None and not part.reentered:
             own = own[own != part.initial]  # reached only through the moves copied above
         own = own + offset
         ends = own if ends is None else np.concatenate([own, ends] if part.accepting[part.initial] else [own])
         offset += part.size
-    accepting = np.concatenate(accepting)
+    # one shift for all blocks (a few C calls, not three per part)
+    shifts = np.repeat(np.asarray(shift, dtype=np.int64), [block.size for block in src])
+    accepting = np.zeros(offset, dtype=bool)
     accepting[ends] = True
-    return _Nfa(np.concatenate(src), np.concatenate(tok), np.concatenate(dst), accepting, parts[0].initial)
+    out = _Nfa(np.concatenate(src) + shifts, np.concatenate(tok), np.concatenate(dst) + shifts, accepting,
+               parts[0].initial)
+    # (a later part's moves all lead past the first part's states: only the first part can re-enter the initial)
+    out.__dict__.update(first=tuple(np.concatenate(x) for x in zip(*firsts)), reentered=parts[0].reentered)
+    return out
 
 
 def _union(parts: list[_Nfa]) -> _Nfa:
     """A new initial state that takes every part's first moves."""
     src, tok, dst, accepting = [], [], [], [np.array([any(p.accepting[p.initial] for p in parts)])]
+    firsts = []
     offset = 1
     for part in parts:
         first_tok, first_dst = part.first
         src += [np.zeros(first_tok.size, dtype=np.int64), part.src + offset]
         tok += [first_tok, part.tok]
         dst += [first_dst + offset, part.dst + offset]
+        firsts.append((first_tok, first_dst + offset))
         accepting.append(part.accepting)
         offset += part.size
-    return _Nfa(np.concatenate(src), np.concatenate(tok), np.concatenate(dst), np.concatenate(accepting), 0)
+    out = _Nfa(np.concatenate(src), np.concatenate(tok), np.concatenate(dst), np.concatenate(accepting), 0)
+    out.__dict__.update(first=tuple(np.concatenate(x) for x in zip(*firsts)), reentered=False)  # (all lead past 0)
+    return out
 
 
 def _star(part: _Nfa) -> _Nfa:
