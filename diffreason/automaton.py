@@ -967,7 +967,7 @@ def matches_nothing(regex: str, intersections: Intersections = ()) -> bool:
     """Is the language of `regex` (with its intersections) empty? Character-level, so cheaper than an automaton. A
     regex that is one intersection (what the compiler checks before it writes a value) is searched, not built:
     Handwritten allany14 checks 958 intersections of eight patterns each, and building their products took 16 s."""
-    built = (regex, intersections) in _CHAR_FSMS.items
+    built = (regex, intersections) in _CHAR_FSMS
     if not built and len(intersections) == 1 and intersections[0][0] == regex:
         empty = _intersection_empty(intersections[0][1])
         if empty is not None:
@@ -1081,6 +1081,9 @@ class BytesLRU:
         self.max_bytes = max_bytes
         self.items: OrderedDict = OrderedDict()
         self.bytes = 0
+
+    def __contains__(self, key) -> bool:
+        return key in self.items
 
     def clear(self) -> None:
         self.items.clear()

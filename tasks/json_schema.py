@@ -1569,11 +1569,11 @@ class _Compiler:
                 props.pop(key)
         most = schema.get("maxProperties")
         if isinstance(most, int) and most < len(props):  # below the declared count: the first optional ones only
-            optional_kept = [k for k in props if k not in required][:max(0, most - len([k for k in props
-                                                                                        if k in required]))]
-            left_out = [k for k in props if k not in required and k not in optional_kept]
-            props = {k: v for k, v in props.items() if k in required or k in optional_kept}
-            self.fix(f"{path or '#'}: never writes {', '.join(map(repr, left_out))} (maxProperties)")
+            optional = [k for k in props if k not in required]
+            room = max(0, most - (len(props) - len(optional)))
+            left_out = set(optional[room:])
+            props = {k: v for k, v in props.items() if k not in left_out}
+            self.fix(f"{path or '#'}: never writes {', '.join(map(repr, optional[room:]))} (maxProperties)")
         return props, [k for k in props if k in required]
 
     def object_regex(self, schema: dict, path: str, seen: tuple) -> tuple[str, int]:
