@@ -71,7 +71,7 @@ class _Alphabet:
         visit(root)
         signature: dict[str, int] = {}
         for chars, bit in groups.items():
-            for ch in chars:
+            for ch in sorted(chars):  # (a set's order follows the process's string hashing: classes numbered alike)
                 signature[ch] = signature.get(ch, 0) | (1 << bit)
         class_of_signature: dict[int, int] = {}
         self.of_char = {ch: class_of_signature.setdefault(sig, len(class_of_signature)) for ch, sig in signature.items()}

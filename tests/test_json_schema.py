@@ -1432,3 +1432,27 @@ def test_patterns_python_may_read_differently_one_day_compile_without_a_warning(
     assert p.returncode == 0, p.stderr
     assert p.stdout.split() == ["True", "True"]
     assert "Possible set" not in p.stderr, p.stderr
+
+
+def test_a_template_does_not_depend_on_the_process_string_hashing():
+    """Member names generated under intersected patterns come first-by-order from a character automaton whose classes
+    were numbered in set order (PYTHONHASHSEED 13 wrote 'ccd' where others wrote ' cd'): the same schema must give the
+    same template in every process."""
+    import os
+    import subprocess
+    import sys
+
+    schema = {"type": "object", "allOf": [{"not": {"patternProperties": {"ab": {"not": {"type": "string"}}}}},
+                                          {"not": {"patternProperties": {"cd": {"not": {"type": "string"}}}}},
+                                          {"propertyNames": {"pattern": "^...$"}}, {"minProperties": 1}]}
+    code = ("import json, sys; from diffreason.tasks.json_schema import compile_schema; "
+            "from diffreason.tokenizer import train_byte_bpe; tok = train_byte_bpe(); "
+            "t = compile_schema(json.loads(sys.argv[1]), tok).template; "
+            "print(tok.decode([x for x in t.fixed.tolist() if x >= 0]), t.masks.int().sum(1).tolist())")
+    outputs = set()
+    for seed in ("1", "13"):
+        p = subprocess.run([sys.executable, "-c", code, json.dumps(schema)], capture_output=True, text=True,
+                           timeout=300, env={**os.environ, "PYTHONHASHSEED": seed})
+        assert p.returncode == 0, p.stderr
+        outputs.add(p.stdout)
+    assert len(outputs) == 1, outputs
