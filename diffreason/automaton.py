@@ -232,12 +232,22 @@ class _Sweep:
         if self.done < n:
             k = self.done
             if not self.fixed:
+                if _csr_matvec is None:
+                    step = self._next
+                else:  # (the kernel called directly: per row, the call overhead is most of the cost)
+                    size, indptr, indices, data = table.shape[1], self.indptr, self.indices, self.data
+
+                    def step(k):
+                        _csr_matvec(size, size, indptr, indices, data, table[k - 1], table[k])
+                before = table[k - 1].tobytes()
                 while k < n:
-                    self._next(k)
+                    step(k)
+                    row = table[k].tobytes()
                     k += 1
-                    if table[k - 1].tobytes() == table[k - 2].tobytes():
+                    if row == before:
                         self.fixed = True
                         break
+                    before = row
             if self.fixed:
                 table[k:] = table[k - 1]
                 k = table.shape[0]
@@ -1009,7 +1019,9 @@ def _part_dfa(part: str):
         node = special[1](_parse(part, ())) if isinstance(part, Complement) else _parse(part, ())
         return regex_dfa.classed_dfa(node, special, MAX_STATES)
 
-    return _PART_DFAS.get(part, build, lambda d: 1024 + 100 * sum(map(len, d.dfa.moves)))  # ~100 bytes a dict entry
+    # ~100 bytes a dict entry, and 4 a state and class for the dense table a product search makes of it
+    return _PART_DFAS.get(part, build, lambda d: 1024 + sum(100 * len(row) + 4 * (len(d.of_char) + 1)
+                                                           for row in d.dfa.moves))
 
 
 def _token_index(regex: str, tokenizer: _OutlinesTokenizer, intersections: Intersections = ()):

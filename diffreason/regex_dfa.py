@@ -16,7 +16,10 @@ from __future__ import annotations
 import contextlib
 import functools
 import gc
+import math
 from dataclasses import dataclass
+
+import numpy as np
 
 
 @contextlib.contextmanager
@@ -288,7 +291,82 @@ def _trim(dfa: DFA) -> DFA:
                {number[s] for s in dfa.finals})
 
 
+def _table(dfa: DFA, classes: int) -> np.ndarray:
+    """The moves as a dense [states, classes] table, -1 where there is none."""
+    table = np.full((len(dfa.moves), classes), -1, dtype=np.int32)
+    sizes = np.fromiter(map(len, dfa.moves), np.int64, len(dfa.moves))
+    rows = np.repeat(np.arange(len(dfa.moves)), sizes)
+    cols = np.fromiter((c for row in dfa.moves for c in row), np.int64, int(sizes.sum()))
+    table[rows, cols] = np.fromiter((t for row in dfa.moves for t in row.values()), np.int64, int(sizes.sum()))
+    return table
+
+
+def _finals(dfa: DFA) -> np.ndarray:
+    out = np.zeros(len(dfa.moves), dtype=bool)
+    out[list(dfa.finals)] = True
+    return out
+
+
+def _layers(tables: list[np.ndarray], max_states: int):
+    """Breadth first over the product of DFAs given as dense tables over shared classes (start: every state 0),
+    one layer of new product states at a time: yields (states [k, N], the moves into them: (sources [M], classes
+    [M], targets [M]), as numbers of the states found so far, numbered in the order yielded). A product state is
+    keyed by its states in mixed radix, so a layer is a few array operations, not a loop over states and classes
+    (Handwritten allany14 searched 100k product states in Python). TooLarge when a layer passes `max_states`
+    states (after it is yielded: a search that stops at it never passes the limit)."""
+    sizes = [t.shape[0] for t in tables]
+    strides = np.cumprod([1] + sizes[:-1], dtype=np.int64)
+    seen = np.zeros(1, dtype=np.int64)  # keys of the states found, sorted
+    numbers = np.zeros(1, dtype=np.int64)  # their numbers, aligned with seen
+    frontier = np.zeros((len(tables), 1), dtype=np.int64)
+    frontier_numbers = np.zeros(1, dtype=np.int64)
+    yield frontier, (np.zeros(0, np.int64),) * 3
+    count = 1
+    while frontier.shape[1]:
+        targets = np.stack([t[s] for t, s in zip(tables, frontier)])  # [k, F, C]
+        ok = (targets >= 0).all(axis=0)
+        source, cls = np.nonzero(ok)
+        targets = targets[:, source, cls]  # [k, M]
+        keys = strides @ targets
+        fresh, first, inverse = np.unique(keys, return_index=True, return_inverse=True)
+        at = np.minimum(np.searchsorted(seen, fresh), seen.size - 1)
+        new = seen[at] != fresh
+        # the numbers of the moves' targets: old states keep theirs, new ones follow in key order
+        number_of_fresh = numbers[at]
+        number_of_fresh[new] = count + np.arange(int(new.sum()))
+        states = targets[:, first[new]]
+        yield states, (frontier_numbers[source], cls, number_of_fresh[inverse])
+        if count + states.shape[1] > max_states:
+            raise TooLarge(f"its automaton exceeds {max_states} states")
+        order = np.argsort(np.concatenate([seen, fresh[new]]), kind="stable")
+        seen = np.concatenate([seen, fresh[new]])[order]
+        numbers = np.concatenate([numbers, number_of_fresh[new]])[order]
+        count += states.shape[1]
+        frontier, frontier_numbers = states, number_of_fresh[new]
+
+
+def _fits(dfas) -> bool:
+    """Do the product's state keys fit int64 (see `_layers`)?"""
+    return math.prod(max(1, len(d.moves)) for d in dfas) < 2**62
+
+
 def _product(dfas: list[DFA], max_states: int) -> DFA:
+    if not _fits(dfas):
+        return _product_by_dicts(dfas, max_states)
+    classes = 1 + max((c for d in dfas for row in d.moves for c in row), default=-1)
+    tables, finals = [_table(d, classes) for d in dfas], [_finals(d) for d in dfas]
+    layers = list(_layers(tables, max_states))
+    states = np.concatenate([layer for layer, _ in layers], axis=1)  # in number order
+    src, cls, dst = (np.concatenate(x) for x in zip(*(moves for _, moves in layers)))
+    order = np.lexsort((cls, src))
+    src, cls, dst = src[order], cls[order].tolist(), dst[order].tolist()
+    bounds = np.searchsorted(src, np.arange(states.shape[1] + 1)).tolist()
+    moves = [dict(zip(cls[lo:hi], dst[lo:hi])) for lo, hi in zip(bounds, bounds[1:])]
+    final = np.logical_and.reduce([f[s] for f, s in zip(finals, states)])
+    return DFA(moves, set(np.flatnonzero(final).tolist()))
+
+
+def _product_by_dicts(dfas: list[DFA], max_states: int) -> DFA:
     number = Numbering((0,) * len(dfas), max_states)
     states, moves = number.items, []
     for current in states:
@@ -299,9 +377,23 @@ def _product(dfas: list[DFA], max_states: int) -> DFA:
 
 
 def product_empty(dfas: list[DFA], max_states: int) -> bool:
-    """Does no string take every DFA to a final state? Depth first over the product, stopping at the first state
-    final in all of them: an intersection that has strings usually shows one within a few dozen states, where
-    building the product (as `_product`) walked thousands. Raises TooLarge past `max_states` states."""
+    """Does no string take every DFA to a final state? Breadth first over the product (`_layers`), stopping at the
+    first layer with a state final in all of them: an intersection that has strings usually shows one within a few
+    dozen states, where building the whole product walked thousands. Raises TooLarge past `max_states` states."""
+    if not _fits(dfas):
+        return _product_empty_by_dicts(dfas, max_states)
+    classes = 1 + max((c for d in dfas for row in d.moves for c in row), default=-1)
+    return _tables_product_empty([_table(d, classes) for d in dfas], [_finals(d) for d in dfas], max_states)
+
+
+def _tables_product_empty(tables: list[np.ndarray], finals: list[np.ndarray], max_states: int) -> bool:
+    for states, _ in _layers(tables, max_states):
+        if np.logical_and.reduce([f[s] for f, s in zip(finals, states)]).any():
+            return False
+    return True
+
+
+def _product_empty_by_dicts(dfas: list[DFA], max_states: int) -> bool:
     start = (0,) * len(dfas)
     finals = [dfa.finals for dfa in dfas]
     if all(0 in f for f in finals):
@@ -348,6 +440,15 @@ class ClassedDFA:
     other: int
     dfa: DFA
 
+    @functools.cached_property
+    def table(self) -> np.ndarray:
+        """The moves as a dense [states, own classes] table (-1: none), for products (`intersection_empty`)."""
+        return _table(self.dfa, max(self.other, *self.of_char.values(), 0) + 1)
+
+    @functools.cached_property
+    def finals(self) -> np.ndarray:
+        return _finals(self.dfa)
+
 
 def classed_dfa(node, special_nodes, max_states: int) -> ClassedDFA:
     """The trimmed DFA of a parsed pattern over its own classes (see `build_fsm` for `special_nodes`)."""
@@ -362,13 +463,17 @@ def intersection_empty(parts: list[ClassedDFA], max_states: int) -> bool:
     the product is searched (`product_empty`), not built."""
     signatures = {tuple(p.of_char.get(ch, p.other) for p in parts) for ch in set().union(*(p.of_char for p in parts))}
     signatures = sorted(signatures | {tuple(p.other for p in parts)})  # (+ the characters no part names)
-    relabelled = []
-    for k, part in enumerate(parts):
-        # each shared class j moves as the part's own class signatures[j][k]
-        own = [sig[k] for sig in signatures]
-        relabelled.append(DFA([{j: row[c] for j, c in enumerate(own) if c in row} for row in part.dfa.moves],
-                              part.dfa.finals))
-    return product_empty(relabelled, max_states)
+    if not _fits([p.dfa for p in parts]):
+        relabelled = []
+        for k, part in enumerate(parts):
+            # each shared class j moves as the part's own class signatures[j][k]
+            own = [sig[k] for sig in signatures]
+            relabelled.append(DFA([{j: row[c] for j, c in enumerate(own) if c in row} for row in part.dfa.moves],
+                                  part.dfa.finals))
+        return _product_empty_by_dicts(relabelled, max_states)
+    columns = np.array(signatures, dtype=np.int64).T  # [part, shared class]: the part's own class
+    return _tables_product_empty([p.table[:, own] for p, own in zip(parts, columns)], [p.finals for p in parts],
+                                 max_states)
 
 
 def build_fsm(pattern, special_nodes, max_states: int):

@@ -216,6 +216,7 @@ def _pattern_to_json_regex(pattern: str, min_length, max_length, exact: bool) ->
     return _translate(parsed, True, True, exact)
 
 
+@functools.lru_cache(maxsize=4096)  # oneOf / not checks ask for the same patterns many times (Github_hard o3895: 828)
 def searched_json_regex(pattern: str) -> str:
     """The printable-ASCII JSON strings (quotes included) that `pattern` is found in (`re.search`), exactly — what a
     complement (`not pattern`) needs, where a value regex may be a subset. Anchors are read only at the very start and

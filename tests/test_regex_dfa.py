@@ -214,3 +214,41 @@ def test_shortest_strings_skip_what_cannot_end():
     names = ["".join(chars) for chars in automaton.shortest_strings(fsm, 5)]
     assert len(set(names)) == 5 and all(len(n) == 6 and "ab" in n[1:-1] and fsm.accepts(n) for n in names)
     assert automaton.shortest_strings(automaton._char_fsm("a|bc"), 10) == [["a"], ["b", "c"]]
+
+
+def _random_dfa(rng, states: int, classes: int) -> regex_dfa.DFA:
+    moves = [{c: rng.randrange(states) for c in range(classes) if rng.random() < 0.6} for _ in range(states)]
+    return regex_dfa.DFA(moves, {s for s in range(states) if rng.random() < 0.3})
+
+
+def _accepts(dfa: regex_dfa.DFA, word) -> bool:
+    state = 0
+    for c in word:
+        state = dfa.moves[state].get(c)
+        if state is None:
+            return False
+    return state in dfa.finals
+
+
+def test_the_product_by_layers_is_the_product_by_dicts():
+    """The vectorised breadth-first product (and its emptiness search) against the state-by-state construction:
+    the same language (every word of up to 6 classes), the same number of states, the same verdicts."""
+    import random
+
+    rng = random.Random(7)
+    verdicts = set()
+    for _ in range(60):
+        dfas = [_random_dfa(rng, rng.randint(1, 5), 3) for _ in range(rng.randint(2, 3))]
+        layered, by_dicts = regex_dfa._product(dfas, 1000), regex_dfa._product_by_dicts(dfas, 1000)
+        assert len(layered.moves) == len(by_dicts.moves)
+        for n in range(7):
+            for word in itertools.product(range(3), repeat=n):
+                assert _accepts(layered, word) == _accepts(by_dicts, word) == all(_accepts(d, word) for d in dfas)
+        empty = regex_dfa.product_empty(dfas, 1000)
+        assert empty == regex_dfa._product_empty_by_dicts(dfas, 1000) == (not regex_dfa._trim(layered).finals)
+        verdicts.add(empty)
+    assert verdicts == {True, False}
+    big = [regex_dfa.DFA([{0: (i + 1) % n} for i in range(n)], {0}) for n in (30, 31)]
+    with pytest.raises(regex_dfa.TooLarge):
+        regex_dfa._product(big, 900)
+    assert len(regex_dfa._product(big, 930).moves) == 930
