@@ -96,7 +96,8 @@ class TokenClasses:
         grouped = classes[order]
         head = np.ones(grouped.size, dtype=bool)
         head[1:] = grouped[1:] != grouped[:-1]
-        whole = np.bincount(classes, minlength=self.count)[grouped] == np.diff(self.members[0])[grouped]
+        sizes = np.bincount(self.of, minlength=self.count)  # (not `members`: that sorts the whole vocabulary)
+        whole = np.bincount(classes, minlength=self.count)[grouped] == sizes[grouped]
         keeps = np.zeros(wanted.size, dtype=bool)
         keeps[order[head & whole]] = True
         moved = wanted[~keeps]

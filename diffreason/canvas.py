@@ -170,6 +170,14 @@ class CanvasTemplate:
     def __len__(self) -> int:
         return self.fixed.numel()
 
+    def _arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(fixed, mask_index, masks) as numpy arrays sharing the tensors' memory, made once: a cached slot's
+        template is joined into many schemas' templates (templates are never modified in place)."""
+        arrays = self.__dict__.get("_numpy")
+        if arrays is None:
+            arrays = self._numpy = (self.fixed.numpy(), self.mask_index.numpy(), self.masks.numpy())
+        return arrays
+
     def __repr__(self) -> str:
         n_fixed = int((self.fixed >= 0).sum())
         n_restricted = int(((self.fixed < 0) & (self.mask_index >= 0)).sum())
@@ -267,27 +275,30 @@ class CanvasTemplate:
         if not parts:
             raise TemplateError("a template needs at least one position")
         vocab = parts[0].vocab_size
-        slots, shifts = [], []
+        arrays = [part._arrays() for part in parts]
+        slots, shifts, lengths = [], [], []
         offset = shift = 0
-        for part in parts:
+        for part, (fixed, _, masks) in zip(parts, arrays):
             if part.vocab_size != vocab:
                 raise TemplateError(f"cannot join templates over vocabularies {vocab} and {part.vocab_size}")
-            slots += [s.shifted(offset) for s in part.slots]
+            if part.slots:
+                slots += [s.shifted(offset) for s in part.slots]
             shifts.append(shift)
-            offset += len(part)
-            shift += part.masks.shape[0]
+            lengths.append(fixed.size)
+            offset += fixed.size
+            shift += masks.shape[0]
         # numpy, not torch: torch's per-call overhead, and its ops going parallel (on a busy CPU their threads wait
         # for milliseconds). Each part's mask numbers move past the masks of the parts before it (one vectorised shift)
-        index = np.concatenate([part.mask_index.numpy() for part in parts])
-        moved = np.repeat(np.asarray(shifts, dtype=np.int64), [len(part) for part in parts])
+        fixed, index, stacked = (np.concatenate(x) for x in zip(*arrays))
+        moved = np.repeat(np.asarray(shifts, dtype=np.int64), lengths)
         index = np.where(index >= 0, index + moved, index)
-        stacked = np.concatenate([part.masks.numpy() for part in parts])
         if len(parts) > 2 and stacked.shape[0] > 1:
             stacked, inverse = unique_rows(stacked)
             index = np.where(index >= 0, inverse[np.maximum(index, 0)], index)
-        fixed = np.concatenate([part.fixed.numpy() for part in parts])
-        return cls._of(vocab, torch.from_numpy(fixed), torch.from_numpy(index), torch.from_numpy(stacked),
-                       slots)  # (parts: checked)
+        out = cls._of(vocab, torch.from_numpy(fixed), torch.from_numpy(index), torch.from_numpy(stacked),
+                      slots)  # (parts: checked)
+        out._numpy = (fixed, index, stacked)
+        return out
 
 
 @dataclass
