@@ -110,6 +110,16 @@ class _Nfa:
         return self.tok[out], self.dst[out]
 
     @cached_property
+    def ends(self) -> np.ndarray:
+        """The accepting states."""
+        return np.flatnonzero(self.accepting)
+
+    @cached_property
+    def later_ends(self) -> np.ndarray:
+        """The accepting states other than the initial one."""
+        return self.ends[self.ends != self.initial]
+
+    @cached_property
     def reentered(self) -> bool:
         """Does some move lead back into the initial state?"""
         return bool((self.dst == self.initial).any())
@@ -134,9 +144,14 @@ def _concat(parts: list[_Nfa]) -> _Nfa:
     for part in parts:
         first_tok, first_dst = part.first
         if ends is not None:
-            src.append(np.repeat(ends, first_tok.size))
-            tok.append(np.tile(first_tok, ends.size))
-            dst.append(np.tile(first_dst + offset, ends.size))
+            if ends.size == 1:  # (the usual case: np.tile is a slow Python function)
+                src.append(np.full(first_tok.size, ends[0]))
+                tok.append(first_tok)
+                dst.append(first_dst + offset)
+            else:
+                src.append(np.repeat(ends, first_tok.size))
+                tok.append(np.broadcast_to(first_tok, (ends.size, first_tok.size)).ravel())
+                dst.append(np.broadcast_to(first_dst + offset, (ends.size, first_tok.size)).ravel())
             shift.append(0)
             if initial_ends:
                 firsts.append((first_tok, first_dst + offset))
@@ -145,10 +160,8 @@ def _concat(parts: list[_Nfa]) -> _Nfa:
         tok.append(part.tok)
         dst.append(part.dst)
         shift.append(offset)
-        own = np.flatnonzero(part.accepting)
-        if ends is not None and not part.reentered:
-            own = own[own != part.initial]  # reached only through the moves copied above
-        own = own + offset
+        # (a part's initial state that no move enters is reached only through the moves copied above)
+        own = (part.ends if ends is None or part.reentered else part.later_ends) + offset
         ends = own if ends is None else np.concatenate([own, ends] if part.accepting[part.initial] else [own])
         offset += part.size
     # one shift for all blocks (a few C calls, not three per part)
@@ -158,7 +171,8 @@ def _concat(parts: list[_Nfa]) -> _Nfa:
     out = _Nfa(np.concatenate(src) + shifts, np.concatenate(tok), np.concatenate(dst) + shifts, accepting,
                parts[0].initial)
     # (a later part's moves all lead past the first part's states: only the first part can re-enter the initial)
-    out.__dict__.update(first=tuple(np.concatenate(x) for x in zip(*firsts)), reentered=parts[0].reentered)
+    first = firsts[0] if len(firsts) == 1 else tuple(np.concatenate(x) for x in zip(*firsts))
+    out.__dict__.update(first=first, reentered=parts[0].reentered)
     return out
 
 
