@@ -59,7 +59,7 @@ class TokenClasses:
         """(indptr [count+1], tokens [V]): class c's tokens, ascending, are tokens[indptr[c]:indptr[c+1]]."""
         indptr = np.zeros(self.count + 1, dtype=np.int64)
         np.cumsum(np.bincount(self.of, minlength=self.count), out=indptr[1:])
-        return indptr, np.argsort(self.of, kind="stable").astype(np.int32)
+        return indptr, self.of.argsort(kind="stable").astype(np.int32)
 
     def tokens(self, c: int) -> np.ndarray:
         indptr, tokens = self.members
@@ -92,7 +92,7 @@ class TokenClasses:
         was taken from. A class made only of `tokens` keeps its lowest token (no class is left empty)."""
         wanted = np.unique(np.asarray(tokens, dtype=np.int64))
         classes = self.of[wanted]
-        order = np.argsort(classes, kind="stable")  # wanted tokens grouped by class, ascending within it
+        order = classes.argsort(kind="stable")  # wanted tokens grouped by class, ascending within it
         grouped = classes[order]
         head = np.ones(grouped.size, dtype=bool)
         head[1:] = grouped[1:] != grouped[:-1]
@@ -164,15 +164,15 @@ def expand_moves(src, tok, dst, parent: np.ndarray):
     """Moves over a partition re-written over a finer one whose class r lies in the coarser class parent[r]: each
     move on a coarse class becomes one move on each of its finer classes."""
     count = int(tok.max(initial=-1)) + 1
-    children = np.argsort(parent, kind="stable")
+    children = parent.argsort(kind="stable")
     sizes = np.bincount(parent, minlength=count)
     starts = np.concatenate([[0], np.cumsum(sizes)])[:-1]
     reps = sizes[tok]
     if reps.size and (reps == 1).all():
         return src, children[starts[tok]], dst
     total = int(reps.sum())
-    offsets = np.arange(total) - np.repeat(np.cumsum(reps) - reps, reps)
-    return np.repeat(src, reps), children[np.repeat(starts[tok], reps) + offsets], np.repeat(dst, reps)
+    offsets = np.arange(total) - (reps.cumsum() - reps).repeat(reps)
+    return src.repeat(reps), children[starts[tok].repeat(reps) + offsets], dst.repeat(reps)
 
 
 try:  # y |= A x over booleans, in C: scipy's own CSR kernels (bool data: += is OR, * is AND)
@@ -184,7 +184,7 @@ except ImportError:  # (a private module: should a scipy move it, the numpy step
 def _csr(rows: np.ndarray, columns: np.ndarray, n_rows: int) -> tuple[np.ndarray, np.ndarray]:
     """The (row, column) pairs as a CSR matrix without data: (indptr [n_rows + 1], column indices), int32 (what
     scipy's kernels take); grouped by a stable sort, radix on 16-bit row numbers."""
-    order = np.argsort(rows.astype(np.uint16) if n_rows <= 2**16 else rows, kind="stable")
+    order = (rows.astype(np.uint16) if n_rows <= 2**16 else rows).argsort(kind="stable")
     indptr = np.zeros(n_rows + 1, dtype=np.int32)
     np.cumsum(np.bincount(rows, minlength=n_rows), out=indptr[1:])
     return indptr, columns[order].astype(np.int32)
@@ -325,7 +325,7 @@ class TokenAutomaton:
         src, tok, dst = (np.asarray(x, dtype=np.int64) for x in (src, tok, dst))
         # numpy, not torch: torch's per-call overhead dominated on these sizes. Stable (timsort): composed moves come
         # as a few runs already sorted (each part's), which it merges in linear time
-        order = np.argsort(src * classes.count + tok, kind="stable")
+        order = (src * classes.count + tok).argsort(kind="stable")
         return cls(*(torch.from_numpy(x[order]) for x in (src, tok, dst)), torch.as_tensor(accepting), initial, classes)
 
     def refined(self, classes: TokenClasses, parent: np.ndarray) -> "TokenAutomaton":
@@ -356,11 +356,16 @@ class TokenAutomaton:
         me = self.with_own_classes([pad])
         S = me.num_states
         pad_class = int(me.classes.of[pad])
-        sources = np.append(np.flatnonzero(me.accepting.numpy()), S)
-        # the moves stay sorted by (source, class): each pad move goes where its key belongs (no new sort)
-        at = np.searchsorted(me._keys.numpy(), sources * me.num_classes + pad_class)
-        src, tok, dst = (np.insert(t.numpy(), at, new) for t, new in
-                         ((me.src, sources), (me.tok, pad_class), (me.dst, S)))
+        sources = np.concatenate([me.accepting.numpy().nonzero()[0], [S]])
+        # the moves stay sorted by (source, class): each pad move goes where its key belongs (no new sort; np.insert
+        # does the same in a dozen numpy calls per array)
+        at = me._keys.numpy().searchsorted(sources * me.num_classes + pad_class) + np.arange(sources.size)
+        old = np.ones(me.src.numel() + sources.size, dtype=bool)
+        old[at] = False
+        src, tok, dst = (np.empty(old.size, dtype=np.int64) for _ in range(3))
+        for out, t, new in ((src, me.src, sources), (tok, me.tok, pad_class), (dst, me.dst, S)):
+            out[old] = t.numpy()
+            out[at] = new
         return TokenAutomaton(torch.from_numpy(src), torch.from_numpy(tok), torch.from_numpy(dst),
                               torch.cat([me.accepting, torch.tensor([True])]), me.initial, me.classes)
 
@@ -400,7 +405,7 @@ class TokenAutomaton:
         keys = src * S + dst
         if S * S <= 8 * keys.size + 2**16:  # a table over all pairs is cheaper than sorting the moves
             used = np.bincount(keys, minlength=S * S) > 0
-            pairs = np.flatnonzero(used)
+            pairs = used.nonzero()[0]
             number = np.zeros(S * S, dtype=np.int64)
             number[pairs] = np.arange(pairs.size)
             inverse = number[keys]

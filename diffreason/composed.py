@@ -112,7 +112,7 @@ class _Nfa:
     @cached_property
     def ends(self) -> np.ndarray:
         """The accepting states."""
-        return np.flatnonzero(self.accepting)
+        return self.accepting.nonzero()[0]
 
     @cached_property
     def later_ends(self) -> np.ndarray:
@@ -149,7 +149,7 @@ def _concat(parts: list[_Nfa]) -> _Nfa:
                 tok.append(first_tok)
                 dst.append(first_dst + offset)
             else:
-                src.append(np.repeat(ends, first_tok.size))
+                src.append(ends.repeat(first_tok.size))
                 tok.append(np.broadcast_to(first_tok, (ends.size, first_tok.size)).ravel())
                 dst.append(np.broadcast_to(first_dst + offset, (ends.size, first_tok.size)).ravel())
             shift.append(0)
@@ -197,11 +197,11 @@ def _union(parts: list[_Nfa]) -> _Nfa:
 def _star(part: _Nfa) -> _Nfa:
     """Zero or more times: every end of the part also takes its first moves again."""
     first_tok, first_dst = part.first
-    ends = np.flatnonzero(part.accepting)
+    ends = part.ends
     looped = _Nfa(
-        np.concatenate([part.src, np.repeat(ends, first_tok.size)]),
-        np.concatenate([part.tok, np.tile(first_tok, ends.size)]),
-        np.concatenate([part.dst, np.tile(first_dst, ends.size)]),
+        np.concatenate([part.src, ends.repeat(first_tok.size)]),
+        np.concatenate([part.tok, np.broadcast_to(first_tok, (ends.size, first_tok.size)).ravel()]),
+        np.concatenate([part.dst, np.broadcast_to(first_dst, (ends.size, first_tok.size)).ravel()]),
         part.accepting, part.initial,
     )
     return _union([looped, _chain([])])
