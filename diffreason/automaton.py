@@ -54,6 +54,11 @@ class TokenClasses:
     def vocab_size(self) -> int:
         return self.of.size
 
+    @property
+    def nbytes(self) -> int:
+        members = self.__dict__.get("members")
+        return self.of.nbytes + (0 if members is None else members[0].nbytes + members[1].nbytes)
+
     @cached_property
     def members(self) -> tuple[np.ndarray, np.ndarray]:
         """(indptr [count+1], tokens [V]): class c's tokens, ascending, are tokens[indptr[c]:indptr[c+1]]."""
@@ -217,6 +222,11 @@ class _Sweep:
             self.indptr, self.indices = _csr(targets, sources, first.size)
             self.data = np.ones(sources.size, dtype=bool)
 
+    @property
+    def nbytes(self) -> int:
+        csr = (self.indptr.nbytes + self.indices.nbytes + self.data.nbytes) if hasattr(self, "indptr") else 0
+        return self.table.nbytes + csr
+
     def _next(self, k: int) -> None:
         """Fill row k (all False) from row k - 1: 4 µs a row with numpy, 1 µs with the CSR kernel."""
         table = self.table
@@ -291,15 +301,22 @@ class TokenAutomaton:
 
     @property
     def nbytes(self) -> int:
-        """Memory held, at most: the moves, plus what is derived from them on first use (`_keys`: 8 bytes a move;
-        `state_pairs`: at most 16 of sparse entries a move, 24 a state pair, and pairs are at most moves) — caches
-        bound by bytes must count both."""
-        moves = sum(t.numel() * t.element_size() for t in (self.src, self.tok, self.dst, self.accepting))
-        moves += 8 * self.vocab_size  # the partition and its member lists (often shared; counted with each holder)
-        # twice: its padded copy (`with_padding`) is kept with it; reachability tables (`_reach`), two bytes a state
-        # and position, for slots up to 384 tokens (the compiler's longest; the tables grow in steps of 32 rows, and a
-        # longer slot holds more)
-        return 2 * (moves + 44 * self.src.numel() + 2 * 416 * self.num_states)
+        """Memory held now: the moves, the partition, and what has been derived from them so far (`_keys`,
+        `state_pairs`, the reachability tables, the padded copies). They grow with use, so `_AUTOMATA` weighs an
+        entry again each time it hands it out. (Until 4b1d108 this was an upper bound on what they might grow to —
+        five times what they held on jsonschemabench —, so the 512 MB cache held a fifth of what fits and evicted
+        11,803 of the 12,895 automata the benchmark builds.)"""
+        held = sum(t.numel() * t.element_size() for t in (self.src, self.tok, self.dst, self.accepting))
+        held += self.classes.nbytes
+        derived = self.__dict__
+        if "_keys" in derived:
+            held += 8 * self.src.numel()
+        if "state_pairs" in derived:
+            sources, targets, (indptr, pairs) = derived["state_pairs"]
+            held += sources.nbytes + targets.nbytes + indptr.nbytes + pairs.nbytes
+        for sweep in derived.get("_reach_sweeps", ()):
+            held += sweep.nbytes
+        return held + sum(padded.nbytes for padded in derived.get("_padded", {}).values())
 
     @classmethod
     def from_regex(cls, regex: str, tokenizer, intersections: "Intersections" = ()) -> "TokenAutomaton":
@@ -441,7 +458,8 @@ class TokenAutomaton:
         if not (forward[0] & backward[0]).any():
             raise TemplateError(f"no value of this type fits in exactly {length} tokens")
         # position k allows the tokens of the moves from a state reachable in k tokens to one that can still finish
-        live = np.ascontiguousarray((forward[:-1, src] & backward[1:, dst]).T)  # [P, L]
+        # ([P, L], gathered as rows of the tables' transposes: a pair's positions are one contiguous copy)
+        live = np.ascontiguousarray(forward[:-1].T)[src] & np.ascontiguousarray(backward[1:].T)[dst]
         allowed = _or_product(*class_pairs, live)  # [C, P] @ [P, L]: linear in moves
         return np.ascontiguousarray(allowed.T), forward, backward
 
@@ -1105,10 +1123,12 @@ def _utf8_byte_symbols() -> tuple[tuple[str, ...], ...]:
 
 class BytesLRU:
     """A least-recently-used cache bounded by the bytes its values hold, not by their count: a token automaton is a
-    [states, vocab] table, so with a 262k-token vocabulary one entry can weigh hundreds of MB."""
+    [states, vocab] table, so with a 262k-token vocabulary one entry can weigh hundreds of MB. `reweigh`: values
+    that grow after they are cached (an automaton's derived tables) are weighed again whenever handed out."""
 
-    def __init__(self, max_bytes: int):
+    def __init__(self, max_bytes: int, reweigh: bool = False):
         self.max_bytes = max_bytes
+        self.reweigh = reweigh
         self.items: OrderedDict = OrderedDict()
         self.bytes = 0
 
@@ -1120,21 +1140,31 @@ class BytesLRU:
         self.bytes = 0
 
     def get(self, key, build, size):
-        if key in self.items:
+        entry = self.items.get(key)
+        if entry is not None:
             self.items.move_to_end(key)
-            return self.items[key][0]
+            if self.reweigh:
+                weight = size(entry[0])
+                if weight != entry[1]:
+                    self.items[key] = (entry[0], weight)
+                    self.bytes += weight - entry[1]
+                    self._evict()
+            return entry[0]
         value = build()
         weight = size(value)
         if weight <= self.max_bytes:
             self.items[key] = (value, weight)
             self.bytes += weight
-            while self.bytes > self.max_bytes:
-                _, (_, dropped) = self.items.popitem(last=False)
-                self.bytes -= dropped
+            self._evict()
         return value
 
+    def _evict(self) -> None:
+        while self.bytes > self.max_bytes and len(self.items) > 1:  # (the entry just used stays)
+            _, (_, dropped) = self.items.popitem(last=False)
+            self.bytes -= dropped
 
-_AUTOMATA = BytesLRU(512 * 2**20)
+
+_AUTOMATA = BytesLRU(512 * 2**20, reweigh=True)
 _CHAR_FSMS = BytesLRU(128 * 2**20)
 _EMPTY_INTERSECTIONS = BytesLRU(16 * 2**20)  # matches_nothing's verdicts by the intersected regexes
 _PATTERNS = BytesLRU(64 * 2**20)  # interegular's parse of a regex (immutable nodes), by its text

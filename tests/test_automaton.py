@@ -118,6 +118,13 @@ def test_caches_are_bounded_by_bytes_not_count():
     assert list(cache.items) == ["b", "c"] and cache.bytes == 80  # "a" evicted: 120 bytes > 100
     assert cache.get("b", build("b2"), lambda v: 40) == "b" and built == ["a", "b", "c"]  # a hit builds nothing
     assert cache.get("huge", build("huge"), lambda v: 1000) == "huge" and "huge" not in cache.items
+    # a cache of values that grow once cached weighs them again when it hands them out: what no longer fits goes
+    growing, box = BytesLRU(max_bytes=100, reweigh=True), {"bytes": 10}
+    weigh = lambda v: v["bytes"]  # noqa: E731
+    growing.get("x", lambda: box, weigh)
+    growing.get("y", lambda: {"bytes": 50}, weigh)
+    box["bytes"] = 60
+    assert growing.get("x", build("x2"), weigh) is box and list(growing.items) == ["x"] and growing.bytes == 60
     # what the caches are charged for a slot: its masks, its reachability table and its automaton with the index
     # structures slot_sets derives from it (uncounted, a 512 MB cache once held many GB)
     from diffreason.canvas import CanvasTemplate
@@ -128,7 +135,9 @@ def test_caches_are_bounded_by_bytes_not_count():
     sources, targets, (indptr, pairs) = automaton.state_pairs
     derived = automaton._keys.numel() * 8 + sources.nbytes + targets.nbytes + indptr.nbytes + pairs.nbytes
     moves = sum(t.numel() * t.element_size() for t in (automaton.src, automaton.tok, automaton.dst))
-    assert automaton.nbytes >= moves + derived
+    tables = sum(sweep.table.nbytes for sweep in automaton._reach_sweeps)  # (grown in blocks of 32 rows)
+    assert tables >= 2 * 13 * automaton.num_states
+    assert automaton.nbytes >= moves + derived + tables
     assert slot.nbytes >= slot.masks.numel() + slot.slots[0].backward.numel() + automaton.nbytes
 
 
