@@ -961,22 +961,28 @@ def _trie_fsm(texts: tuple[str, ...]):
     from interegular.fsm import FSM, Alphabet, anything_else
 
     of_char: dict[str, int] = {}
-    moves: list[dict[int, int]] = [{}]
-    finals = set()
-    for text in texts:
-        state = 0
-        for ch in text:
-            row = moves[state]
-            c = of_char.setdefault(ch, len(of_char))
-            state = row.get(c, -1)
-            if state < 0:
-                state = row[c] = len(moves)
-                moves.append({})
-        finals.add(state)
-    if len(moves) > MAX_STATES:
-        raise AutomatonTooLarge(f"its automaton exceeds {MAX_STATES} states")
+    moves, ends = _trie([of_char.setdefault(ch, len(of_char)) for ch in text] for text in texts)
     return FSM(alphabet=Alphabet({**of_char, anything_else: len(of_char)}), states=range(len(moves)), initial=0,
-               finals=finals, map=dict(enumerate(moves)), __no_validation__=True)
+               finals=set(ends), map=dict(enumerate(moves)), __no_validation__=True)
+
+
+def _trie(words) -> tuple[list[dict], list[int]]:
+    """The trie of `words` (sequences of symbols): each node's {symbol: child node} (the root is node 0), and the
+    node each word ends at. AutomatonTooLarge past MAX_STATES nodes."""
+    children: list[dict] = [{}]
+    ends = []
+    for word in words:
+        node = 0
+        for symbol in word:
+            row = children[node]
+            node = row.get(symbol, -1)
+            if node < 0:
+                node = row[symbol] = len(children)
+                children.append({})
+        ends.append(node)
+    if len(children) > MAX_STATES:
+        raise AutomatonTooLarge(f"its automaton exceeds {MAX_STATES} states")
+    return children, ends
 
 
 def shortest_strings(fsm, count: int) -> list[list]:
@@ -1223,19 +1229,7 @@ def _choice_automaton(texts: tuple[str, ...], tokenizer: _OutlinesTokenizer) -> 
     (half a millisecond for a two-value enum, most of it spent on the FSM's alphabet and token groups, and enums are
     a tenth of a schema's compile)."""
     spelled, ordered = tokenizer.byte_spellings
-    children: list[dict[int, int]] = [{}]
-    finals = []
-    for text in texts:
-        node = 0
-        for byte in text.encode():
-            row = children[node]
-            node = row.get(byte, -1)
-            if node < 0:
-                node = row[byte] = len(children)
-                children.append({})
-        finals.append(node)
-    if len(children) > MAX_STATES:
-        raise AutomatonTooLarge(f"its automaton exceeds {MAX_STATES} states")
+    children, finals = _trie(text.encode() for text in texts)
     src, tok, dst = [], [], []
     for start in range(len(children)):
         stack = [(start, b"")]
