@@ -114,17 +114,31 @@ class TokenClasses:
 
     @staticmethod
     def of_moves(src: np.ndarray, tok: np.ndarray, dst: np.ndarray, vocab_size: int):
-        """(classes, keep) for a deterministic automaton's moves on `vocab_size` tokens (here: outlines' token
-        groups): tokens are alike when they have the same (source, target) pairs, told apart by those pairs' bytes
-        (exact); `keep` selects the moves of one token (the lowest) per class."""
+        """(classes, keep) for a deterministic automaton's moves on `vocab_size` tokens (outlines' token groups, or a
+        whole vocabulary): tokens are alike when they have the same (source, target) pairs, told apart by those
+        pairs' bytes (exact); the tokens that move nowhere make one class. Classes are numbered in order of their
+        first token. `keep` selects the moves of one token (the lowest) per class. Only the tokens that move are
+        looked at one by one (an enum's few dozen, not a 262k vocabulary)."""
         order = np.lexsort((src, tok))  # by token, then source: a token's column as one run of (source, target)
+        moving, starts = np.unique(tok[order], return_index=True)
         pairs = np.ascontiguousarray(np.stack([src[order], dst[order]], axis=1))
-        ends = np.cumsum(np.bincount(tok, minlength=vocab_size))
-        starts = np.concatenate([[0], ends[:-1]])
         raw, width = pairs.tobytes(), pairs.itemsize * 2
-        of = number_by_bytes([raw[a * width : b * width] for a, b in zip(starts.tolist(), ends.tolist())])
-        first = first_appearances(of)
-        return TokenClasses(of, first.size), first[of[tok]] == tok
+        bounds = np.append(starts, order.size).tolist()
+        signature = number_by_bytes([raw[a * width : b * width] for a, b in zip(bounds, bounds[1:])])
+        heads = moving[first_appearances(signature)]  # each moving class's first token, ascending
+        of = np.empty(vocab_size, dtype=np.int64)
+        count = heads.size
+        idle = np.ones(vocab_size, dtype=bool)
+        idle[moving] = False
+        if idle.any():  # the class of tokens that move nowhere takes its place in the order of first tokens
+            place = int(np.searchsorted(heads, idle.argmax()))
+            signature = signature + (signature >= place)
+            of[idle] = place
+            count += 1
+        of[moving] = signature
+        keep = np.zeros(vocab_size, dtype=bool)
+        keep[heads] = True
+        return TokenClasses(of, count), keep[tok]
 
 
 def number_by_bytes(keys: list[bytes]) -> np.ndarray:
@@ -1247,26 +1261,10 @@ def _choice_automaton(texts: tuple[str, ...], tokenizer: _OutlinesTokenizer) -> 
                     dst += [child] * len(ids)
                 stack.append((child, spelling))
     src, tok, dst = (np.array(x, dtype=np.int64) for x in (src, tok, dst))
-    # tokens that move alike make one class: told apart by their sorted (source, target) pairs, as of_moves does,
-    # but over the tokens that move at all (a few dozen) instead of the whole vocabulary; the rest make one class
-    V = len(tokenizer.tokenizer)
-    order = np.lexsort((src, tok))
-    moving, starts = np.unique(tok[order], return_index=True)
-    pairs = np.ascontiguousarray(np.stack([src[order], dst[order]], axis=1))
-    raw, width = pairs.tobytes(), pairs.itemsize * 2
-    bounds = np.append(starts, order.size).tolist()
-    signature = number_by_bytes([raw[a * width : b * width] for a, b in zip(bounds, bounds[1:])])
-    count = int(signature.max(initial=-1)) + 1
-    of = np.full(V, count, dtype=np.int64)  # (the class of tokens that move nowhere, numbered last)
-    of[moving] = signature
-    if moving.size < V:
-        count += 1
-    keep = np.zeros(V, dtype=bool)
-    keep[moving[first_appearances(signature)]] = True  # one token's moves per class
-    keep = keep[tok]
+    classes, keep = TokenClasses.of_moves(src, tok, dst, len(tokenizer.tokenizer))
     accepting = torch.zeros(len(children), dtype=torch.bool)
     accepting[finals] = True
-    return TokenAutomaton.from_moves(src[keep], of[tok[keep]], dst[keep], accepting, 0, TokenClasses(of, count))
+    return TokenAutomaton.from_moves(src[keep], classes.of[tok[keep]], dst[keep], accepting, 0, classes)
 
 
 _BYTES = [bytes([b]) for b in range(256)]

@@ -271,7 +271,7 @@ def compose(regex: Rx, leaf, encode, vocab_size: int, max_states: int, pad: int 
     nfa = build(regex.node)
     if pad is not None:  # every accepting state moves on pad to an accepting state that only takes pads
         sink = nfa.size
-        sources = np.append(np.flatnonzero(nfa.accepting), sink)
+        sources = np.concatenate([nfa.ends, [sink]])
         moves = sources, np.full(sources.size, classes.of[pad]), np.full(sources.size, sink)
         nfa = _Nfa(*(np.concatenate([old, new]) for old, new in zip((nfa.src, nfa.tok, nfa.dst), moves)),
                    np.append(nfa.accepting, True), nfa.initial)
