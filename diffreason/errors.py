@@ -15,3 +15,7 @@ class TemplateError(DiffreasonError):
 
 class ConfigError(DiffreasonError):
     """A sampler or engine option is out of range."""
+
+
+class SchemaError(DiffreasonError):
+    """A JSON Schema the compiler cannot turn into a template, or not a valid one (names the keyword and its path)."""

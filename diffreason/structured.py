@@ -60,18 +60,14 @@ def constraint_template(
     the SGLang server plugin — so a constraint means the same thing everywhere.
     """
     from diffreason.errors import TemplateError
-    from diffreason.tasks.json_schema import Budget, SchemaError, compile_schema
+    from diffreason.tasks.json_schema import Budget, compile_schema, load_schema
 
     if regex is not None and json_schema is not None:
         raise DiffreasonError("give a regex or a json_schema, not both")
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
     compiled = None
     if json_schema is not None:
-        if isinstance(json_schema, str) and json_schema.lstrip().startswith(("{", "[")):
-            try:
-                json_schema = json.loads(json_schema)
-            except json.JSONDecodeError as exc:
-                raise SchemaError(f"json_schema is not valid JSON: {exc}") from None
+        json_schema = load_schema(json_schema)  # (a string is JSON text, never a path: requests carry data)
         # A slot never crosses a canvas boundary, so none may be longer than a canvas.
         budget = Budget(max_slot=min(Budget.max_slot, canvas_length))
         compiled = compile_schema(json_schema, tokenizer, budget)

@@ -178,10 +178,12 @@ def _bound_lengths(parsed, min_length: int, max_length: float) -> None:
                 variable.append(i)
         else:
             raise PatternLengthError("minLength / maxLength beside a pattern of this shape are not supported")
-    if len(variable) != 1:
+    if not variable:
         if min_length <= fixed <= max_length:
             return
         raise PatternLengthError(f"the pattern's matches have {fixed} characters, outside minLength / maxLength")
+    if len(variable) > 1:  # the bounds hold only for some ways of sharing the length out: the caller intersects
+        raise PatternLengthError("minLength / maxLength beside a pattern with several variable repeats")
     lo, hi, sub = items[variable[0]][1]
     lo = max(lo, min_length - fixed)
     hi = hi if max_length == float("inf") else min(hi, int(max_length) - fixed)

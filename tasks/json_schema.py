@@ -46,7 +46,8 @@ import torch
 from diffreason.automaton import AutomatonTooLarge, BytesLRU, Complement, TokenAutomaton, matches_nothing, token_ids
 from diffreason.canvas import CanvasTemplate
 from diffreason.composed import Choice, alt, group, lit, optional, repeat, seq
-from diffreason.errors import DiffreasonError, TemplateError
+from diffreason.errors import DiffreasonError, SchemaError, TemplateError
+from diffreason.tasks.json_drafts import to_2020_12
 from diffreason.regex_dfa import paused_gc
 from diffreason.tasks.json_pattern import (
     STRING_CHAR, PatternError, PatternLengthError, pattern_to_json_regex, searched_json_regex,
@@ -61,8 +62,6 @@ warnings.filterwarnings("ignore", message=r"Possible (nested set|set (difference
                         r"difference))", category=FutureWarning, module=r"(diffreason|jsonschema)(\.|$)")
 
 
-class SchemaError(DiffreasonError):
-    """A schema this compiler cannot turn into a template (names the keyword and its JSON path)."""
 
 
 class _NoValue(SchemaError):
@@ -166,7 +165,6 @@ FORMATS = {
     "email": r'"[a-z0-9]([a-z0-9._+-]{0,20}[a-z0-9])?@[a-z0-9]([a-z0-9-]{0,20}[a-z0-9])?(\.[a-z]{2,6}){1,2}"',
     "uri": r'"https?://[a-z0-9]([a-z0-9-]{0,20}[a-z0-9])?(\.[a-z0-9-]{1,20}){0,3}(/[a-zA-Z0-9._~-]{1,16}){0,4}"',
 }
-FORMATS["url"] = FORMATS["uri"]  # not a standard format, but common; validators ignore it
 FORMATS["hostname"] = r'"[a-z0-9]([a-z0-9-]{0,20}[a-z0-9])?(\.[a-z0-9]([a-z0-9-]{0,20}[a-z0-9])?){0,3}"'
 FORMATS["ipv4"] = r'"((25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])\.){3}(25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])"'
 for _name in ("uri-reference", "iri", "iri-reference"):  # an absolute http(s) URI is each of these
@@ -178,7 +176,8 @@ FORMATS["ipv6"] = r'"[0-9a-f]{1,4}(:[0-9a-f]{1,4}){7}"'  # the full form: eight 
 FORMATS["duration"] = r'"P([1-9][0-9]{0,2}[YMWD]|T[1-9][0-9]{0,2}[HMS]|[1-9][0-9]{0,2}DT[1-9][0-9]{0,2}[HMS])"'
 FORMATS["regex"] = r'"[a-zA-Z0-9 _-]{0,22}"'  # literal characters only: each such string compiles as a regex
 FORMATS["json-pointer"] = r'"(/([a-zA-Z0-9_-]|~[01]){0,10}){0,4}"'
-FORMATS["relative-json-pointer"] = r'"(0|[1-9][0-9]{0,2})(#|(/([a-zA-Z0-9_-]|~[01]){0,10}){0,4})"'
+# (jsonschema's checker refuses a digit after a 0 anywhere in the number: "105/a" fails, so none is written)
+FORMATS["relative-json-pointer"] = r'"(0|[1-9]([1-9][0-9]?)?)(#|(/([a-zA-Z0-9_-]|~[01]){0,10}){0,4})"'
 FORMATS["uri-template"] = r'"https?://[a-z0-9]{1,12}(\.[a-z0-9]{1,12}){0,2}(/([a-z0-9]{1,10}|\{[a-z]{1,10}\})){0,3}"'
 # The formats JSON Schema defines. Others (vendor formats: "path", "topic", ...) only annotate: no validator checks
 # them, so neither do we.
@@ -187,7 +186,7 @@ SPEC_FORMATS = {
     "uri-reference", "iri", "iri-reference", "uuid", "uri-template", "json-pointer", "relative-json-pointer", "regex",
 }
 FORMAT_CHARS = {"date": 12, "time": 22, "date-time": 32, "uuid": 38, "email": 52, "uri": 80, "hostname": 92, "ipv4": 17,
-                "uri-reference": 80, "iri": 80, "iri-reference": 80, "url": 80, "idn-email": 52, "idn-hostname": 92,
+                "uri-reference": 80, "iri": 80, "iri-reference": 80, "idn-email": 52, "idn-hostname": 92,
                 "ipv6": 41, "duration": 16, "regex": 24, "json-pointer": 62, "relative-json-pointer": 66,
                 "uri-template": 92}
 # Generated strings use printable ASCII (STRING_CHAR, a sound subset of JSON strings: lengths count exactly, no
@@ -357,8 +356,9 @@ def _json_literal(value: Any) -> str:
 
 
 class _Compiler:
-    def __init__(self, root: dict, tokenizer, budget: Budget, max_depth: int = 3):
-        self.root = root
+    def __init__(self, root: dict, tokenizer, budget: Budget, max_depth: int = 3, ref_names: dict | None = None):
+        self.root = root  # (2020-12: json_drafts.to_2020_12's document)
+        self.ref_names = ref_names or {}  # references as the translation rewrote them → as the user wrote them
         self.max_depth = max_depth
         self.tokenizer = tokenizer
         self.budget = budget
@@ -445,11 +445,17 @@ class _Compiler:
     def fail(self, path: str, message: str):
         raise SchemaError(f"{message} at {path or '#'}")
 
-    def resolve(self, schema: Any, path: str, seen: tuple = (), fold_not: bool = True) -> tuple[dict, str, tuple]:
+    def resolve(self, schema: Any, path: str, seen: tuple = (), fold_not: bool = True,
+                exact: bool = False) -> tuple[dict, str, tuple]:
+        """(schema, its path, the `$ref`s followed): references followed, if / then / else and allOf written out,
+        a `not` folded in (`fold_not`). `exact`: the result accepts exactly what `schema` accepts — what a schema
+        that is negated or tested against must be —, where otherwise it may accept less (a case of if / then / else
+        this compiler cannot write is left out, a schema that accepts anything becomes the scalars we write for it);
+        an error where that cannot be kept."""
         if schema is False:
             raise _NoValue(f"the schema false accepts no value at {path or '#'}")
         if schema is True or (isinstance(schema, dict) and not (schema.keys() & VALIDATION_KEYWORDS)):
-            return dict(ANY_VALUE), path, seen
+            return ({} if exact else dict(ANY_VALUE)), path, seen
         if not isinstance(schema, dict):
             self.fail(path, f"a schema must be an object, got {type(schema).__name__}")
         seen = _longer(seen, schema.get(REFS, ()))
@@ -466,19 +472,21 @@ class _Compiler:
             for part in [p for p in ref[1:].split("/") if p]:
                 part = part.replace("~1", "/").replace("~0", "~")
                 if not isinstance(node, dict) or part not in node:
-                    self.fail(path, f"unresolvable '$ref' {ref}")
+                    self.fail(path, f"unresolvable '$ref' {self.ref_names.get(ref, ref)}")
                 node = node[part]
             extra = {k: v for k, v in schema.items() if k not in ("$ref", REFS) and k not in ANNOTATIONS}
             if extra:  # keywords beside a $ref constrain too: both must hold
                 node = {"allOf": [node, extra]}
-            schema, path = node, ref
+            schema, path = node, self.ref_names.get(ref, ref)
+            if not isinstance(schema, dict):  # (true, false, or what the metaschema check will refuse)
+                return self.resolve(schema, path, seen, fold_not, exact)
         if schema.keys() & {"if", "then", "else"}:
-            schema = self.without_if(schema, path, seen)
+            schema = self.without_if(schema, path, seen, exact)
         if "allOf" in schema:
-            schema = self.merge_all_of(schema, path, seen)
+            schema = self.merge_all_of(schema, path, seen, exact)
             seen = _longer(seen, schema.get(REFS, ()))
             if schema.keys() & {"$ref", "allOf"}:
-                return self.resolve(schema, path, seen, fold_not)
+                return self.resolve(schema, path, seen, fold_not, exact)
         if isinstance(schema.get("anyOf"), list) and isinstance(schema.get("oneOf"), list) and schema["oneOf"]:
             # (A1 or A2) and oneOf(B) = (A1 and oneOf(B)) or (A2 and oneOf(B))
             rest = {k: v for k, v in schema.items() if k not in ("anyOf", "oneOf")}
@@ -489,24 +497,27 @@ class _Compiler:
             schema = self.without_not(schema, path, seen)
         return schema, path, seen
 
-    def resolve_marked(self, schema: Any, path: str, seen: tuple, fold_not: bool = True) -> dict:
+    def resolve_marked(self, schema: Any, path: str, seen: tuple, fold_not: bool = True, exact: bool = False) -> dict:
         """`resolve`'s schema, carrying the `$ref`s it followed (REFS) for a caller that goes on with its own `seen`."""
-        resolved, _, chain = self.resolve(schema, path, seen, fold_not)
+        resolved, _, chain = self.resolve(schema, path, seen, fold_not, exact)
         return _with_refs(resolved, chain, seen)
 
     # -- if / then / else: a choice between (if and then) and (not if and else) ----------------------------------------
 
-    def without_if(self, schema: dict, path: str, seen: tuple) -> dict:
+    def without_if(self, schema: dict, path: str, seen: tuple, exact: bool = False) -> dict:
         """The schema with if / then / else written as what it means: anyOf [allOf [if, then], allOf [not if, else]]
-        (then / else default to true; without `if` they mean nothing, as validators read them). A case that accepts
-        nothing beside the rest of the schema is left out; so is one this compiler cannot write (a `not` of the
-        condition it cannot fold) — then only the other case is written, a choice listed in `fixed`."""
+        (then / else default to true; without `if` they mean nothing, as validators read them). Unless `exact`, a
+        case that accepts nothing beside the rest of the schema is left out; so is one this compiler cannot write (a
+        `not` of the condition it cannot fold) — then only the other case is written, a choice listed in `fixed`."""
         rest = {k: v for k, v in schema.items() if k not in ("if", "then", "else")}
         if "if" not in schema:
             return rest
         cond = schema["if"]
         cases = {"then": {"allOf": [cond, schema.get("then", True)]},
                  "else": {"allOf": [{"not": cond}, schema.get("else", True)]}}
+        if exact:
+            either = {"anyOf": list(cases.values())}
+            return {"allOf": [rest, either]} if rest.keys() & {"anyOf", "oneOf"} else {**rest, **either}
         kept, problem = {}, None
         for name, case in cases.items():
             try:  # (what resolving the case beside the rest raises, written later, it raises now)
@@ -548,7 +559,10 @@ class _Compiler:
             return rest
         if neg is True or (isinstance(neg, dict) and not (neg.keys() & VALIDATION_KEYWORDS)):
             raise _NoValue(f"'not' of a schema that accepts every value at {path}/not")
-        neg, _, _ = self.resolve(neg, f"{path}/not", seen, fold_not=False)
+        try:  # (exactly what it accepts: what the negated schema leaves out, we may write)
+            neg, _, _ = self.resolve(neg, f"{path}/not", seen, fold_not=False, exact=True)
+        except _NoValue:  # it accepts nothing: every value fails it
+            return rest
         keys = neg.keys() & VALIDATION_KEYWORDS
         if keys == {"not"}:  # not (not X) = X
             return self.resolve_marked({"allOf": [rest, neg["not"]]} if rest else neg["not"], path, seen)
@@ -754,7 +768,7 @@ class _Compiler:
 
     # -- allOf: every part must hold, so the parts merge into one schema ---------------------------------------------
 
-    def merge_all_of(self, schema: dict, path: str, seen: tuple) -> dict:
+    def merge_all_of(self, schema: dict, path: str, seen: tuple, exact: bool = False) -> dict:
         parts = schema["allOf"]
         if not isinstance(parts, list) or not parts:
             self.fail(f"{path}/allOf", "'allOf' must be a non-empty list")
@@ -762,12 +776,14 @@ class _Compiler:
         for i, part in enumerate(parts):
             if part is True or (isinstance(part, dict) and not (part.keys() & VALIDATION_KEYWORDS)):
                 continue  # true, {} or annotations only: constrains nothing
-            resolved = self.resolve_marked(part, f"{path}/allOf/{i}", seen, fold_not=False)
-            merged = self.merge_two(merged, resolved, f"{path}/allOf/{i}")
+            resolved = self.resolve_marked(part, f"{path}/allOf/{i}", seen, fold_not=False, exact=exact)
+            merged = self.merge_two(merged, resolved, f"{path}/allOf/{i}", exact)
         return merged
 
-    def merge_two(self, a: dict, b: dict, path: str) -> dict:
-        """One schema accepting exactly what both accept, for the keywords this compiler knows; otherwise an error."""
+    def merge_two(self, a: dict, b: dict, path: str, exact: bool = False) -> dict:
+        """One schema accepting what both accept, for the keywords this compiler knows; otherwise an error. Exactly
+        what both accept, except where additionalProperties meets patternProperties (see apply_additional): there
+        `exact` makes it an error."""
         out = dict(a)
         lower = ("minimum", "exclusiveMinimum", "minLength", "minItems", "minProperties")
         upper = ("maximum", "exclusiveMaximum", "maxLength", "maxItems", "maxProperties")
@@ -835,14 +851,14 @@ class _Compiler:
                 raise _NoValue(f"'const' {mine!r} and {value!r} accept no common value at {path}/const")
             else:
                 self.fail(f"{path}/{key}", f"unsupported keyword {key!r} with different values in 'allOf' parts")
-        self.apply_additional(a, b, out)
+        self.apply_additional(a, b, out, path if exact else None)
         return out
 
-    @staticmethod
-    def apply_additional(a: dict, b: dict, out: dict) -> None:
+    def apply_additional(self, a: dict, b: dict, out: dict, exact_at: str | None = None) -> None:
         """A part's additionalProperties holds for every name that part neither declares nor matches by a pattern,
         so `out` (the two parts merged) gives it to the other part's such members (exactly: false leaves them out)
-        and patterns (soundly: a name the pattern finds may be one the part matches after all)."""
+        and patterns (soundly: a name the pattern finds may be one the part matches after all — with `exact_at`,
+        the path to name in an error instead)."""
         for part, other in ((a, b), (b, a)):
             extra = other.get("additionalProperties", True)
             if extra is True or not isinstance(extra, (dict, bool)):
@@ -861,6 +877,9 @@ class _Compiler:
                 merged = dict(out[key])
                 for name in part[key]:
                     if not keep(name):
+                        if key == "patternProperties" and exact_at is not None:
+                            self.fail(exact_at, "unsupported keyword 'allOf' (parts with patternProperties and "
+                                                "additionalProperties, merged exactly)")
                         merged[name] = False if False in (extra, merged[name]) else {"allOf": [merged[name], extra]}
                 out[key] = merged
 
@@ -1138,7 +1157,7 @@ class _Compiler:
         value as {} (resolve gives ANY_VALUE, the scalars we write for it — fewer than it accepts)."""
         if schema is True or (isinstance(schema, dict) and not (schema.keys() & VALIDATION_KEYWORDS)):
             return {}
-        return self.resolve(schema, "", seen, fold_not=False)[0]
+        return self.resolve(schema, "", seen, fold_not=False, exact=True)[0]
 
     def force_member_against(self, a: dict, b: dict, seen: tuple) -> dict:
         """`a` with one optional member made required whose presence fails `b` (b forbids the name, or its values
@@ -1876,26 +1895,127 @@ def validator(schema: dict):
     return cls(schema, format_checker=cls.FORMAT_CHECKER)
 
 
-def load_schema(schema_or_model: Any) -> dict:
-    """A JSON Schema dict from a dict, a JSON file path, a JSON string or a pydantic model class."""
-    if isinstance(schema_or_model, dict):
-        return schema_or_model
+# What a schema document may hold: JSON's own values, nested at most this deep (deeper, json.loads and every walk
+# over it would hit Python's recursion limit), integers of at most this many digits (Python's int() refuses more).
+MAX_SCHEMA_DEPTH = 1000
+MAX_INTEGER_DIGITS = 4000
+
+
+def load_schema(schema_or_model: Any) -> dict | bool:
+    """A JSON Schema from a dict, a boolean, JSON text or a pydantic model class. A string is always JSON text, never
+    a path: a schema that arrives with a request is data (files are read by `load_schema_file`, at the CLI)."""
+    if isinstance(schema_or_model, Path):
+        raise SchemaError("a schema path must be read with load_schema_file(path), not passed as a schema")
     if isinstance(schema_or_model, type) and hasattr(schema_or_model, "model_json_schema"):
-        return schema_or_model.model_json_schema()
-    if isinstance(schema_or_model, Path) or (isinstance(schema_or_model, str) and not schema_or_model.lstrip().startswith("{")):
-        path = Path(schema_or_model)
-        if not path.is_file():
-            raise SchemaError(f"schema file {str(path)!r} does not exist")
-        text = path.read_text()
-    else:
-        text = str(schema_or_model)
+        schema_or_model = schema_or_model.model_json_schema()
+    elif isinstance(schema_or_model, (str, bytes, bytearray)):
+        schema_or_model = parse_json_text(schema_or_model, "the schema")
+    if not isinstance(schema_or_model, (dict, bool)):
+        raise SchemaError(f"a JSON Schema must be a JSON object or a boolean, got {type(schema_or_model).__name__}")
+    check_json_document(schema_or_model, "the schema")
+    return schema_or_model
+
+
+def load_schema_file(path: str | Path) -> dict | bool:
+    """The JSON Schema in a file (UTF-8 JSON text); every problem with the file is one SchemaError."""
+    path = Path(path)
     try:
-        schema = json.loads(text)
+        data = path.read_bytes()
+    except FileNotFoundError:
+        raise SchemaError(f"schema file {str(path)!r} does not exist") from None
+    except IsADirectoryError:
+        raise SchemaError(f"schema file {str(path)!r} is a directory") from None
+    except OSError as exc:
+        raise SchemaError(f"cannot read schema file {str(path)!r}: {exc.strerror or exc}") from None
+    return load_schema(parse_json_text(data, f"schema file {str(path)!r}"))
+
+
+def _refuse_constant(name: str):
+    raise ValueError(f"{name} is not JSON (JSON has no NaN or Infinity)")
+
+
+def parse_json_text(text: str | bytes | bytearray, what: str = "the text") -> Any:
+    """JSON text (str, or UTF-8 bytes) → a value, with every way it can be bad as one SchemaError naming `what`: not
+    UTF-8, not JSON, NaN / Infinity, integers past MAX_INTEGER_DIGITS digits, nesting past MAX_SCHEMA_DEPTH, lone
+    surrogates."""
+    if isinstance(text, (bytes, bytearray)):
+        if text.startswith((b"\xff\xfe", b"\xfe\xff")) or (len(text) > 1 and (text[0] == 0 or text[1] == 0)):
+            raise SchemaError(f"{what} is not UTF-8 text (it looks like UTF-16)")
+        try:
+            text = bytes(text).decode("utf-8-sig")
+        except UnicodeDecodeError as exc:
+            raise SchemaError(f"{what} is not UTF-8 text (byte {exc.start} cannot be decoded)") from None
+    if "\x00" in text:
+        raise SchemaError(f"{what} is not JSON text (it holds NUL characters)")
+    depth = _max_bracket_depth(text)
+    if depth > MAX_SCHEMA_DEPTH:
+        raise SchemaError(f"{what} nests {depth} levels deep; at most {MAX_SCHEMA_DEPTH} are supported")
+    try:
+        value = json.loads(text, parse_constant=_refuse_constant, parse_int=_bounded_int)
     except json.JSONDecodeError as exc:
-        raise SchemaError(f"the schema is not valid JSON: {exc}") from None
-    if not isinstance(schema, dict):
-        raise SchemaError("a JSON Schema must be a JSON object")
-    return schema
+        raise SchemaError(f"{what} is not valid JSON: {exc}") from None
+    except (ValueError, RecursionError) as exc:
+        raise SchemaError(f"{what} is not usable JSON: {exc}") from None
+    check_json_document(value, what)
+    return value
+
+
+def _bounded_int(text: str) -> int:
+    digits = len(text.lstrip("-"))
+    if digits > MAX_INTEGER_DIGITS:
+        raise ValueError(f"an integer of {digits} digits (at most {MAX_INTEGER_DIGITS} are supported)")
+    return int(text)
+
+
+def _max_bracket_depth(text: str) -> int:
+    """How deep the brackets of JSON text nest (brackets inside strings counted too: an upper bound), in C-speed
+    passes: json.loads recurses once per level and would hit the recursion limit first."""
+    if len(text) < 2 * MAX_SCHEMA_DEPTH:
+        return 0
+    import numpy as np
+
+    codes = np.frombuffer(text.encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
+    steps = (codes == ord("{")).astype(np.int32) + (codes == ord("[")) - (codes == ord("}")) - (codes == ord("]"))
+    return int(np.cumsum(steps).max(initial=0))
+
+
+def check_json_document(value: Any, what: str = "the schema") -> None:
+    """`value` is made of JSON's own values only — dicts with string keys, lists, strings that are valid Unicode (no
+    lone surrogates), finite numbers, booleans, None — nested at most MAX_SCHEMA_DEPTH levels; else one SchemaError
+    with the JSON path of the first problem. Iterative: a deep value cannot exhaust the stack."""
+    stack = [(value, "", 0)]
+    while stack:
+        node, where, depth = stack.pop()
+        if depth > MAX_SCHEMA_DEPTH:
+            raise SchemaError(f"{what} nests more than {MAX_SCHEMA_DEPTH} levels deep at {where or '/'}")
+        kind = type(node)
+        if kind is str:
+            if not node.isascii():
+                _check_unicode(node, what, where)
+        elif kind is dict:
+            for key, item in node.items():
+                if type(key) is not str:
+                    raise SchemaError(f"{what} has a non-string key {key!r} at {where or '/'}")
+                if not key.isascii():
+                    _check_unicode(key, what, where)
+                stack.append((item, f"{where}/{key}", depth + 1))
+        elif kind is list:
+            stack.extend((item, f"{where}/{i}", depth + 1) for i, item in enumerate(node))
+        elif kind is float:
+            if not math.isfinite(node):
+                raise SchemaError(f"{what} holds {node!r} at {where or '/'}; JSON numbers are finite")
+        elif kind is int:
+            if node.bit_length() > MAX_INTEGER_DIGITS * 3.33:
+                raise SchemaError(f"{what} holds an integer of more than {MAX_INTEGER_DIGITS} digits at {where or '/'}")
+        elif node is not None and kind is not bool:
+            raise SchemaError(f"{what} holds a {kind.__name__} at {where or '/'}, which is not a JSON value")
+
+
+def _check_unicode(text: str, what: str, where: str) -> None:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise SchemaError(f"{what} holds a lone surrogate (not Unicode text) at {where or '/'}") from None
 
 
 def check_schema(schema: dict) -> None:
@@ -1976,13 +2096,14 @@ def compile_schema(
         key = None
 
     def build() -> CompiledSchema:
-        compiler = _Compiler(schema, tokenizer, budget, max_depth)
         eos_id, vocab = tokenizer.eos_token_id, len(tokenizer)
         # (an id in the vocabulary needs no checks: the checking constructor cost a small schema 2 % of its compile)
         eos = (CanvasTemplate._of(vocab, torch.tensor([eos_id])) if isinstance(eos_id, int) and 0 <= eos_id < vocab
                else CanvasTemplate.from_positions(vocab, [eos_id]))
         try:
-            template = CanvasTemplate.join(compiler.template(schema) + [eos])
+            translation = to_2020_12(schema)  # (keywords read as the schema's draft defines them)
+            compiler = _Compiler(translation.document, tokenizer, budget, max_depth, translation.names)
+            template = CanvasTemplate.join(compiler.template(translation.schema) + [eos])
         except DiffreasonError:
             raise
         except Exception:  # a malformed schema (a string where a number goes): say where, not how it broke

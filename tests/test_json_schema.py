@@ -900,6 +900,17 @@ def test_formats_generate_values_a_format_checker_accepts(fmt):
         assert FORMAT_REFERENCES.get(fmt, bool)(value["v"]), value
 
 
+def test_every_format_a_template_writes_can_be_checked():
+    """The format checkers jsonschema needs are dependencies: a format the compiler writes values for and no checker
+    checks would pass any value, so a wrong regex would go unnoticed (a non-standard name like 'url' is an annotation
+    to every validator: the compiler reads it as one)."""
+    from diffreason.tasks.json_schema import FORMATS, SPEC_FORMATS
+
+    checker = jsonschema.Draft202012Validator.FORMAT_CHECKER
+    assert set(FORMATS) <= set(checker.checkers), sorted(set(FORMATS) - set(checker.checkers))
+    assert SPEC_FORMATS <= set(checker.checkers)
+
+
 @pytest.mark.parametrize("schema", [
     # a member forbidden with `not {}` is never written; an optional member a `not required` names is left out
     {"type": "object", "required": ["a"], "properties": {"a": {"type": "integer"}, "gone": {"not": {}}}},
@@ -994,8 +1005,9 @@ def test_not_that_leaves_nothing_or_is_unsupported_fails_clearly(schema, message
 
 
 @pytest.mark.parametrize("schema, present, absent", [
-    # a required member brings its dependents; an optional member with dependents is not written
-    ({"type": "object", "required": ["card"], "properties": {"card": {"type": "integer"}, "billing": {"type": "string"},
+    # a required member brings its dependents; an optional member with dependents is not written (draft 7:
+    # `dependencies` is no keyword of 2020-12)
+    ({"$schema": "http://json-schema.org/draft-07/schema#", "type": "object", "required": ["card"], "properties": {"card": {"type": "integer"}, "billing": {"type": "string"},
       "gift": {"type": "boolean"}, "note": {"type": "null"}}, "dependencies": {"card": ["billing"], "gift": ["note"]}},
      {"card", "billing"}, {"gift"}),
     ({"type": "object", "required": ["a"], "properties": {"a": {"type": "null"}, "b": {"type": "null"}},
@@ -1456,3 +1468,125 @@ def test_a_template_does_not_depend_on_the_process_string_hashing():
         assert p.returncode == 0, p.stderr
         outputs.add(p.stdout)
     assert len(outputs) == 1, outputs
+
+
+# ---- held-out soundness bugs (issue 25): each with its smallest reproducer -------------------------------------------
+
+
+def invalid_fillings(schema, seeds: int = 60) -> list:
+    """The random fillings of `schema`'s template that its own draft's validator (formats checked) rejects."""
+    compiled = compile_schema(schema, TOK)
+    check = validator(schema)
+    return [value for value in (fill_and_parse(compiled, seed) for seed in range(seeds)) if not check.is_valid(value)]
+
+
+@pytest.mark.parametrize("schema", [
+    # maxLength beside a pattern with several variable repeats: the bound was dropped (`75-4175`, 7 characters)
+    {"type": "string", "pattern": "\\d{2}-?\\d{0,4}", "minLength": 2, "maxLength": 6},
+    {"type": "string", "pattern": "^[a-z]+-[a-z]+$", "maxLength": 10},
+    {"type": "string", "pattern": "^7*\\D{0,2}a{2}a*", "maxLength": 9},
+    {"type": "string", "pattern": "^a*b*$", "minLength": 3, "maxLength": 4},
+])
+def test_length_bounds_hold_beside_patterns_with_several_variable_parts(schema):
+    assert invalid_fillings(schema, 100) == []
+
+
+@pytest.mark.parametrize("schema", [
+    {"definitions": {"AnyValue": True}, "type": "object", "required": ["a"],
+     "properties": {"a": {"$ref": "#/definitions/AnyValue"}}},
+    {"$defs": {"Never": False}, "type": "object", "required": ["a"], "properties": {
+        "a": {"type": "integer"}, "b": {"$ref": "#/$defs/Never"}}},
+    {"$defs": {"A": True}, "anyOf": [{"$ref": "#/$defs/A"}, {"type": "null"}]},
+    {"$defs": {"A": True}, "type": "string", "not": {"$ref": "#/$defs/A", "type": "integer"}},
+])
+def test_references_to_boolean_schemas(schema):
+    assert invalid_fillings(schema) == []
+
+
+def test_a_reference_to_false_where_a_value_is_required_fails_clearly():
+    with pytest.raises(SchemaError, match="accepts no value"):
+        compile_schema({"$defs": {"Never": False}, "type": "object", "required": ["a"],
+                        "properties": {"a": {"$ref": "#/$defs/Never"}}}, TOK)
+
+
+DRAFT4, DRAFT7 = "http://json-schema.org/draft-04/schema#", "http://json-schema.org/draft-07/schema#"
+
+
+@pytest.mark.parametrize("schema", [
+    # draft 7 has no prefixItems: `items` covers every element (and `not not X` is X)
+    {"$schema": DRAFT7, "not": {"not": {"type": "array", "items": {"type": "string", "minLength": 8}, "minItems": 2,
+                                        "prefixItems": [{"type": "boolean"}]}}},
+    {"$schema": DRAFT7, "type": "array", "prefixItems": [{"type": "boolean"}], "items": {"type": "integer"},
+     "minItems": 1},
+    # draft 7's tuple: items as a list, additionalItems after it
+    {"$schema": DRAFT7, "type": "array", "items": [{"type": "boolean"}, {"type": "null"}],
+     "additionalItems": {"type": "integer"}, "minItems": 3, "maxItems": 3},
+    # before 2019-09 a $ref hides its siblings: under a `not`, reading them narrowed the negated schema
+    {"$schema": DRAFT7, "definitions": {"int": {"type": "integer"}}, "type": ["integer", "string"],
+     "not": {"$ref": "#/definitions/int", "type": "string"}},
+    # draft 4 has no const / if: under a `not` they mean nothing, so the `not` rejects every value of its type
+    {"$schema": DRAFT4, "type": ["string", "null"], "not": {"type": "string", "const": "x"}},
+    {"$schema": DRAFT4, "type": ["integer", "null"], "not": {"type": "integer", "if": {"minimum": 3},
+                                                             "then": {"maximum": 2}}},
+    # draft 4's boolean exclusiveMinimum is a flag on minimum
+    {"$schema": DRAFT4, "type": "integer", "minimum": 3, "exclusiveMinimum": True, "maximum": 5},
+    {"$schema": DRAFT4, "type": "integer", "not": {"minimum": 3, "exclusiveMinimum": True}, "minimum": 0},
+    # 2020-12 has no `dependencies`: under a `not` it means nothing
+    {"type": ["object", "null"], "not": {"type": "object", "dependencies": {"a": ["b"]}}},
+    # a format the draft's validators do not check (draft 4 has no 'date') is an annotation there
+    {"$schema": DRAFT4, "type": ["string", "null"], "not": {"type": "string", "format": "date"}},
+])
+def test_keywords_are_read_as_the_declared_draft_defines_them(schema):
+    assert invalid_fillings(schema) == []
+
+
+@pytest.mark.parametrize("schema", [
+    {"$schema": DRAFT4, "type": "string", "not": {"const": "x"}},  # draft 4: not {} — nothing validates
+    {"$schema": DRAFT7, "type": "string", "not": {"dependentRequired": {"a": ["b"]}}},
+])
+def test_a_not_of_keywords_the_draft_does_not_have_rejects_everything(schema):
+    assert not any(validator(schema).is_valid(v) for v in ("x", "y", ""))
+    with pytest.raises(SchemaError, match="'not' of a schema that accepts every value"):
+        compile_schema(schema, TOK)
+
+
+def test_if_then_else_under_not_is_negated_whole():
+    # the 'then' case (a string of length >= 5) cannot be negated here, so the compiler wrote only 'else' values
+    # under the `not` — and the negation let through strings of the 'then' case
+    schema = {"type": "string", "not": {"if": {"minLength": 2}, "then": {"pattern": "^a"}, "else": {"maxLength": 0}}}
+    assert invalid_fillings(schema) == []
+
+
+def test_a_schema_is_data_never_a_path(tmp_path):
+    from diffreason.tasks.json_schema import load_schema, load_schema_file
+
+    secret = tmp_path / "config.json"
+    secret.write_text('{"minimum": "sk-LIVE-123"}')
+    for text in (str(secret), "/etc/passwd", "schema.json"):
+        with pytest.raises(SchemaError, match="not valid JSON") as info:
+            load_schema(text)
+        assert "sk-LIVE" not in str(info.value) and "does not exist" not in str(info.value)
+    assert load_schema("true") is True and load_schema(" {} ") == {}
+    assert load_schema_file(secret) == {"minimum": "sk-LIVE-123"}  # (files: only when asked for one)
+
+
+@pytest.mark.parametrize("data, message", [
+    (b"\x89PNG\r\n\x1a\n\x00\x00", "not UTF-8"),
+    ('{"type": "string"}'.encode("utf-16"), "UTF-16"),
+    (b'{"type": "string", "maxLength": \xe9}', "not UTF-8"),
+    (b"[" * 10000 + b"]" * 10000, "nests 10000 levels deep"),
+    (b'{"maximum": ' + b"9" * 5000 + b"}", "5000 digits"),
+    (b'{"maximum": Infinity}', "NaN or Infinity"),
+    (b'{"minimum": NaN}', "NaN or Infinity"),
+    (b'{"enum": ["\\ud800"]}', "lone surrogate"),
+    (b'{"properties": {"\\udc00": {}}}', "lone surrogate"),
+    (b'{"type": ', "not valid JSON"),
+    (b'[1, 2]', "must be a JSON object or a boolean"),
+])
+def test_bad_schema_files_are_one_clear_error(tmp_path, data, message):
+    from diffreason.tasks.json_schema import load_schema_file
+
+    path = tmp_path / "schema.json"
+    path.write_bytes(data)
+    with pytest.raises(SchemaError, match=re.escape(message)):
+        load_schema_file(path)

@@ -1,0 +1,244 @@
+"""JSON Schema drafts 4 to 2020-12 → the one dialect the compiler reads (2020-12), meaning kept exactly.
+
+A keyword means what the schema's declared draft (`$schema`, default 2020-12) says it means: draft 7 has no
+`prefixItems`, so there `items` covers every element; draft 4 has no `const` or `if`, and its `exclusiveMinimum` is a
+flag on `minimum`; before 2019-09 a `$ref` hides the keywords beside it. Reading a draft-7 schema with 2020-12's
+keywords writes values its validators reject — and under a `not`, a keyword the draft ignores (so the negated
+schema accepts everything) would let through values the draft rejects. So the compiler never reads a schema as
+written: `to_2020_12` translates it first, with jsonschema's own keyword tables of the declared draft:
+
+- a key that is a keyword of some draft but not of this one is an annotation here, and is dropped (so is a `format`
+  the draft's format checker does not check: validators of that draft accept any string for it);
+- `items` as a list (drafts 4 to 2019-09) becomes `prefixItems`, `additionalItems` the `items` after them;
+  `dependencies` (drafts 4 to 7) becomes `dependentRequired` / `dependentSchemas`; draft 4's boolean
+  `exclusiveMinimum` / `exclusiveMaximum` become the numbers of draft 6;
+- every local `$ref` is resolved against the document as written and its target translated once, into the
+  translated document's `$defs` under the reference's own text — pointers into keywords that were renamed or
+  dropped still find their target, and a target is translated as a schema of the declared draft.
+
+`Translation.names` maps each rewritten reference back to the one the user wrote, for error messages.
+A 2020-12 schema that needs none of this is used as it is.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import unquote
+
+import jsonschema
+
+from diffreason.errors import SchemaError
+
+LATEST = jsonschema.Draft202012Validator
+# Keywords jsonschema evaluates inside another one's validator (so absent from VALIDATORS): draft 4's flags on
+# minimum / maximum, then / else (read by `if`), minContains / maxContains (read by `contains`).
+_MODIFIERS = {
+    "Draft4Validator": {"exclusiveMinimum", "exclusiveMaximum"},
+    "Draft6Validator": set(),
+    "Draft7Validator": {"then", "else"},
+    "Draft201909Validator": {"then", "else", "minContains", "maxContains"},
+    "Draft202012Validator": {"then", "else", "minContains", "maxContains"},
+}
+_DRAFTS = [jsonschema.Draft4Validator, jsonschema.Draft6Validator, jsonschema.Draft7Validator,
+           jsonschema.Draft201909Validator, LATEST]
+# Where subschemas sit (in 2020-12 and, for `items` / `additionalItems` / `dependencies`, before)
+_ONE = {"additionalProperties", "propertyNames", "contains", "not", "if", "then", "else", "unevaluatedItems",
+        "unevaluatedProperties"}
+_MAP = {"properties", "patternProperties", "dependentSchemas"}
+_LIST = {"allOf", "anyOf", "oneOf", "prefixItems"}
+_DEFINITIONS = {"$defs", "definitions"}  # reached through $ref only: translated when a reference reaches them
+# Which draft and base URI a (sub)schema has: the translation is 2020-12 throughout, its references into its own
+# $defs (_check_bases has refused what a base URI would change)
+_IDENTITY = {"$schema", "$id", "id", "$anchor", "$dynamicAnchor", "$recursiveAnchor"}
+# The compiler's own keywords start with this: never the user's (an annotation to validators, so dropped)
+_OWN_PREFIX = "$diffreason:"
+
+
+class DraftError(SchemaError):
+    """A schema of a draft the compiler does not read (draft 3, or an unknown `$schema`)."""
+
+
+@functools.cache
+def keywords(cls: type) -> frozenset[str]:
+    """The keywords validators of draft `cls` evaluate."""
+    return frozenset(cls.VALIDATORS) | _MODIFIERS[cls.__name__]
+
+
+@functools.cache
+def _every_keyword() -> frozenset[str]:
+    return frozenset().union(*(keywords(cls) for cls in _DRAFTS)) | {"dependencies", "additionalItems"}
+
+
+def dialect(schema: Any) -> type:
+    """The jsonschema validator class of the schema's declared draft (2020-12 when it declares none or one jsonschema
+    does not know)."""
+    declared = schema.get("$schema") if isinstance(schema, dict) else None
+    cls = jsonschema.validators.validator_for(schema, default=LATEST) if isinstance(schema, dict) else LATEST
+    if cls not in _DRAFTS:
+        raise DraftError(f"unsupported '$schema' {declared!r}: drafts 4, 6, 7, 2019-09 and 2020-12 are supported")
+    return cls  # (an unknown $schema reads as 2020-12, as jsonschema reads it)
+
+
+@dataclass
+class Translation:
+    """The schema in 2020-12 (`schema`), inside `document` (what its `$ref`s resolve against), and the references the
+    user wrote for the ones rewritten (`names`: rewritten → written)."""
+
+    document: Any
+    schema: Any
+    names: dict[str, str] = field(default_factory=dict)
+
+
+def to_2020_12(root: Any) -> Translation:
+    """`root` (any supported draft) as a 2020-12 schema that accepts exactly the same instances (see the module)."""
+    cls = dialect(root)
+    _check_bases(root, "id" if cls is _DRAFTS[0] else "$id")
+    if cls is LATEST and not _needs_translation(root):
+        return Translation(root, root)
+    return _Translator(root, cls).run()
+
+
+def _check_bases(root: Any, id_key: str) -> None:
+    """Refuse a `$ref` below a nested `$id` that changes the base URI: validators resolve it against that resource,
+    while the compiler resolves every local reference against the document (which would be another schema)."""
+    stack = [(root, False)]
+    while stack:
+        node, based = stack.pop()
+        if isinstance(node, dict):
+            if node is not root and isinstance(node.get(id_key), str) and not node[id_key].startswith("#"):
+                based = True
+            if based and isinstance(node.get("$ref"), str):
+                raise DraftError(f"unsupported '$ref' {node['$ref']!r} inside a subschema with its own {id_key!r} "
+                                 "(a different base URI)")
+            stack.extend((value, based) for key, value in node.items()
+                         if key not in ("enum", "const", "default", "examples"))
+        elif isinstance(node, list):
+            stack.extend((value, based) for value in node)
+
+
+def _needs_translation(root: Any) -> bool:
+    """Does a 2020-12 schema hold a key that is a keyword only of older drafts, or one of the compiler's own, or a
+    format that is not checked? (Only then is it rewritten: the common case reads as written.)"""
+    stale = _every_keyword() - keywords(LATEST)
+    checked = LATEST.FORMAT_CHECKER.checkers
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            for key, value in node.items():
+                if key in stale or key.startswith(_OWN_PREFIX) or (
+                        key == "format" and isinstance(value, str) and value not in checked):
+                    return True
+                if key not in ("enum", "const", "default", "examples"):  # (data, not schemas)
+                    stack.append(value)
+        elif isinstance(node, list):
+            stack.extend(node)
+    return False
+
+
+class _Translator:
+    def __init__(self, root: Any, cls: type):
+        self.root, self.cls = root, cls
+        self.keywords = keywords(cls)
+        self.legacy_ref = cls in (jsonschema.Draft4Validator, jsonschema.Draft6Validator, jsonschema.Draft7Validator)
+        self.formats = cls.FORMAT_CHECKER.checkers
+        self.memo: dict[int, Any] = {}  # id(schema as written) → its translation (the written one is kept alive)
+        self.local: dict[str, str] = {}  # reference as written → where its target's translation sits
+        self.defs: dict[str, Any] = {}  # $defs of the translated document: name → translated target
+        self.pending: list[str] = []
+        self.targets: dict[str, Any] = {}
+
+    def run(self) -> Translation:
+        schema = self.schema(self.root)
+        while self.pending:
+            ref = self.pending.pop()
+            self.defs[self.local[ref].rsplit("/", 1)[1]] = self.schema(self.target(ref))
+        document = {"$schema": "https://json-schema.org/draft/2020-12/schema", "$defs": self.defs}
+        return Translation(document, schema, {local: ref for ref, local in self.local.items()})
+
+    def reference(self, ref: Any) -> Any:
+        """A `$ref` as the translation writes it: a local one that resolves points into the translated document's
+        `$defs` (the others stay as written: the compiler says what is wrong with them)."""
+        if not isinstance(ref, str) or not ref.startswith("#") or self.target(ref) is _MISSING:
+            return ref
+        if ref not in self.local:
+            self.local[ref] = f"#/$defs/ref{len(self.local)}"
+            self.pending.append(ref)
+        return self.local[ref]
+
+    def target(self, ref: str) -> Any:
+        """The node a local reference points at in the document as written (_MISSING: none)."""
+        if ref not in self.targets:
+            self.targets[ref] = self._walk(ref)
+        return self.targets[ref]
+
+    def _walk(self, ref: str) -> Any:
+        if ref != "#" and not ref.startswith("#/"):
+            return _MISSING  # (an anchor, "#name": not supported)
+        node = self.root
+        for part in unquote(ref[1:]).split("/")[1:]:
+            part = part.replace("~1", "/").replace("~0", "~")
+            if isinstance(node, dict) and part in node:
+                node = node[part]
+            elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
+                node = node[int(part)]
+            else:
+                return _MISSING
+        return node
+
+    def schema(self, node: Any) -> Any:
+        if not isinstance(node, dict):
+            return node  # booleans, and malformed values the metaschema check reports
+        if id(node) in self.memo:
+            return self.memo[id(node)]
+        out: dict[str, Any] = {}
+        self.memo[id(node)] = out  # (before the members: a schema may contain a reference to itself)
+        hide_siblings = self.legacy_ref and "$ref" in node
+        for key, value in node.items():
+            if key.startswith(_OWN_PREFIX) or key in _DEFINITIONS or key in _IDENTITY:
+                continue
+            if key in _every_keyword() and key not in self.keywords:
+                continue  # not a keyword of this draft: an annotation
+            if hide_siblings and key in _every_keyword() and key != "$ref":
+                continue  # before 2019-09, a $ref's siblings are ignored
+            self.member(out, key, value, node)
+        return out
+
+    def member(self, out: dict, key: str, value: Any, node: dict) -> None:
+        if key == "$ref":
+            out[key] = self.reference(value)
+        elif key == "format":
+            if isinstance(value, str) and value in self.formats:
+                out[key] = value
+        elif key in _ONE:
+            out[key] = self.schema(value)
+        elif key in _MAP and isinstance(value, dict):
+            out[key] = {name: self.schema(sub) for name, sub in value.items()}
+        elif key in _LIST and isinstance(value, list):
+            out[key] = [self.schema(sub) for sub in value]
+        elif key == "items":
+            if isinstance(value, list) and self.cls is not LATEST:  # (drafts 4 to 2019-09: a tuple)
+                out["prefixItems"] = [self.schema(sub) for sub in value]
+                if "additionalItems" in node and "additionalItems" in self.keywords:
+                    out["items"] = self.schema(node["additionalItems"])
+            else:
+                out[key] = self.schema(value)
+        elif key == "additionalItems":
+            pass  # (read with `items`; without a list of items it means nothing)
+        elif key == "dependencies" and isinstance(value, dict):
+            for name, dep in value.items():
+                which = "dependentRequired" if isinstance(dep, list) else "dependentSchemas"
+                out.setdefault(which, {})[name] = dep if isinstance(dep, list) else self.schema(dep)
+        elif key in ("exclusiveMinimum", "exclusiveMaximum") and isinstance(value, bool):
+            bound = "minimum" if key == "exclusiveMinimum" else "maximum"
+            if value and bound in node:  # draft 4: the bound itself is excluded
+                out[key] = node[bound]
+        elif key in ("minimum", "maximum") and node.get("exclusiveM" + key[1:]) is True and self.cls is _DRAFTS[0]:
+            pass  # (written as the exclusive bound above)
+        else:
+            out[key] = value
+
+
+_MISSING = object()
