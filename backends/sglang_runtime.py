@@ -6,17 +6,22 @@ point (`SGLANG_PLUGINS=diffreason` whitelists it):
     sglang serve --model-path diffreason/weights/json-small --dllm-algorithm Gemma4Renoise
 
 `register()` puts `DiffreasonRenoise` — a `Gemma4Renoise` subclass — under the same registry key (DiffusionGemma
-insists on that name) and adds two small hooks so step counts reach the client. What changes:
+insists on that name) and adds small hooks so step counts reach the client and outputs are checked. What changes:
 
 - requests may carry `json_schema` or `regex` (standard sampling params), or a canvas template in
   `custom_params={"diffreason_template": "<JSON list: per position a token id, null, or a list of allowed ids>"}`;
   `validate_request` compiles the constraint once with `diffreason.structured.constraint_template` (the CLI's and the
-  sgl backend's function) and answers HTTP 400 with a clear message when it cannot;
+  sgl backend's function) and answers HTTP 400 with a clear message when it cannot. A constraint is data (a
+  `json_schema` string is JSON text, never a path on the server); its sizes are checked against the request's
+  max_new_tokens before anything is built, and its compile is bounded in CPU time and memory, so one request can
+  neither stall nor exhaust the server; a refused request leaves nothing behind;
 - `step()` calls `RenoiseSampler.step` — the local engine's sampler, with SGLang's random stream
   (`draws="sglang"`) — so unconstrained requests are token-identical to upstream and constrained ones follow their
   masks; finished canvases commit slots through their automata exactly as the local engine does;
 - the denoising steps of every canvas reach the client as `meta_info["diffreason_steps"]` (one entry per canvas,
-  sent with the finished response).
+  sent with the finished response);
+- a finished JSON output is checked against its schema as the CLI checks one: one that does not validate (a compiler
+  bug) finishes with an error (HTTP 500 and the reason), never as a value passed on as valid.
 
 Upstream's other rules stay: penalties, logprobs, logit_bias, ebnf and structural tags are refused as before.
 """
@@ -27,27 +32,33 @@ import json
 import logging
 import threading
 from collections import OrderedDict
+from http import HTTPStatus
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 from sglang.srt.dllm.algorithm.gemma4_renoise import Gemma4Renoise
+from sglang.srt.managers.schedule_batch import FINISH_ABORT
 
 from diffreason.canvas import CanvasConstraint, CanvasTemplate
 from diffreason.errors import DiffreasonError
 from diffreason.sampler import RenoiseSampler, SamplerConfig
-from diffreason.structured import constraint_template
+from diffreason.structured import check_output, constraint_template
 
 logger = logging.getLogger(__name__)
 
 STEPS_KEY = "diffreason_steps"
 TEMPLATE_PARAM = "diffreason_template"
 MAX_TRACKED = 65536  # requests whose constraint or steps are held at once (oldest dropped first)
+OUTPUT_CHECK_SECONDS = 5.0  # how long the scheduler waits for jsonschema's verdict on one finished output
+COMPILE_SECONDS = 10.0  # CPU time one request's constraint may take to compile in the scheduler
+COMPILE_MEMORY = 2 * 2**30  # and how far it may grow the scheduler's memory
 
 
 @dataclass
 class _Request:
     template: CanvasTemplate | None = None
+    schema: Any = None  # the JSON Schema its output is checked against when it finishes (None: no check)
     canvases_started: int = 0
     steps: list[int] = field(default_factory=list)  # per finished canvas, not yet handed to the scheduler
 
@@ -79,6 +90,15 @@ class _Registry:
     def drop(self, rid: str) -> None:
         with self._lock:
             self._items.pop(rid, None)
+
+    def __contains__(self, rid: str) -> bool:
+        with self._lock:
+            return rid in self._items
+
+    def schema_of(self, rid: str) -> Any:
+        with self._lock:
+            item = self._items.get(rid)
+            return None if item is None else item.schema
 
 
 REQUESTS = _Registry()
@@ -119,30 +139,33 @@ def template_from_positions(text: str, vocab_size: int) -> CanvasTemplate:
     return CanvasTemplate.from_positions(vocab_size, positions)
 
 
-def compile_request(req, canvas_length: int) -> CanvasTemplate | None:
-    """The request's canvas template (None: unconstrained). Raises DiffreasonError with a client-facing message."""
+def compile_request(req, canvas_length: int) -> tuple[CanvasTemplate | None, Any]:
+    """(the request's canvas template, the JSON Schema its output must validate against) — (None, None) when it is
+    unconstrained. The constraint is data: a `json_schema` string is JSON text, never a path on the server. Sizes
+    are checked against the request's max_new_tokens before anything is built, and the compile is bounded in CPU time
+    and memory (`constraint_template`). Raises DiffreasonError with a client-facing message."""
     sp = req.sampling_params
     custom = getattr(sp, "custom_params", None) or {}
     raw_template = custom.get(TEMPLATE_PARAM) if isinstance(custom, dict) else None
     given = [name for name, v in (("json_schema", sp.json_schema), ("regex", sp.regex), (TEMPLATE_PARAM, raw_template))
              if v is not None]
     if not given:
-        return None
+        return None, None
     if len(given) > 1:
         raise DiffreasonError(f"give one constraint, not {' and '.join(given)}")
     tokenizer = _tokenizer(req)
+    compiled = None
     if raw_template is not None:
         template = template_from_positions(raw_template, len(tokenizer))
     else:
-        template, _ = constraint_template(
-            tokenizer, canvas_length, regex=sp.regex, json_schema=sp.json_schema,
-            max_tokens=sp.max_new_tokens if sp.regex is not None else None,
-        )
+        template, compiled = constraint_template(tokenizer, canvas_length, regex=sp.regex,
+                                                 json_schema=sp.json_schema, max_tokens=sp.max_new_tokens,
+                                                 compile_seconds=COMPILE_SECONDS, compile_memory=COMPILE_MEMORY)
     if sp.max_new_tokens is not None and sp.max_new_tokens < len(template):
         raise DiffreasonError(
             f"max_new_tokens={sp.max_new_tokens} is shorter than the constrained output ({len(template)} tokens)"
         )
-    return template
+    return template, None if compiled is None else compiled.schema
 
 
 class DiffreasonRenoise(Gemma4Renoise):
@@ -161,14 +184,15 @@ class DiffreasonRenoise(Gemma4Renoise):
         if error:
             return error
         try:
-            template = compile_request(req, _canvas_length or 256)
+            template, schema = compile_request(req, _canvas_length or 256)
         except DiffreasonError as exc:
             return f"diffreason: {exc}"
         except Exception as exc:  # never let a malformed request take the scheduler down
             logger.exception("diffreason could not compile request %s", req.rid)
             return f"diffreason: cannot compile the constraint ({type(exc).__name__}: {exc})"
         if template is not None:
-            REQUESTS.get(req.rid).template = template
+            entry = REQUESTS.get(req.rid)
+            entry.template, entry.schema = template, schema
             # Compiled here: keep SGLang's grammar backend (xgrammar) from compiling it again for nothing.
             sp.json_schema = sp.regex = None
         return None
@@ -266,6 +290,25 @@ def _hand_over_steps(original, scheduler, batch, result, *args, **kwargs):
     return out
 
 
+def _check_finished_output(original, scheduler, req, *args, **kwargs):
+    """When a request with a JSON Schema finishes, its output is checked against the schema as the CLI checks one
+    (the template makes it valid; a failure is a bug): an output that does not validate, or that the check cannot
+    decide in time, finishes the request with an error (HTTP 500 with the reason) instead of a value passed on as
+    valid."""
+    out = original(scheduler, req, *args, **kwargs)
+    if req.finished() and not isinstance(req.finished_reason, FINISH_ABORT):
+        schema = REQUESTS.schema_of(req.rid)
+        if schema is not None:
+            text = _tokenizer(req).decode(list(req.output_ids), skip_special_tokens=True)
+            try:
+                check_output(schema, text, OUTPUT_CHECK_SECONDS)
+            except DiffreasonError as exc:
+                logger.error("diffreason: request %s: %s", req.rid, exc)
+                req.finished_reason = FINISH_ABORT(f"diffreason: {exc}", HTTPStatus.INTERNAL_SERVER_ERROR,
+                                                   "InternalServerError")
+    return out
+
+
 def _steps_are_request_level(original, streamer, key, *args, **kwargs):
     return key == STEPS_KEY or original(streamer, key, *args, **kwargs)
 
@@ -279,6 +322,10 @@ def register() -> None:
     HookRegistry.register(
         "sglang.srt.dllm.mixin.scheduler.SchedulerDllmMixin.process_batch_result_dllm",
         _hand_over_steps, HookType.AROUND,
+    )
+    HookRegistry.register(
+        "sglang.srt.dllm.mixin.scheduler.SchedulerDllmMixin._finish_dllm_request_if_needed",
+        _check_finished_output, HookType.AROUND,
     )
     HookRegistry.register(
         "sglang.srt.managers.scheduler_components.output_streamer.SchedulerOutputStreamer"

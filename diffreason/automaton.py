@@ -33,6 +33,7 @@ from functools import cached_property
 import numpy as np
 import torch
 
+from diffreason import limits
 from diffreason.errors import TemplateError
 
 
@@ -768,6 +769,7 @@ def _indexed_crawl(alphabet, initial, final, follow):
     states, finals, transitions = number.items, set(), {}
     i = 0
     while i < len(states):
+        limits.check()
         state = states[i]
         if final(state):
             finals.add(i)
@@ -1215,9 +1217,10 @@ def _from_regex(regex: str, tokenizer: _OutlinesTokenizer, intersections: Inters
         return TokenAutomaton.from_moves(*moves, classes)
     if isinstance(regex, Choice) and not intersections:
         return _choice_automaton(regex.texts, tokenizer)
+    limits.check()
     try:
         index, group, eos = _token_index(regex, tokenizer, intersections)
-    except AutomatonTooLarge:
+    except (AutomatonTooLarge, limits.BudgetExceeded):
         raise
     except Exception as exc:  # interegular / outlines raise several types for unsupported constructs
         reason = " ".join(str(exc).split()) or f"{type(exc).__name__} (not a regex this parser supports)"

@@ -21,6 +21,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from diffreason import limits
+
 
 @contextlib.contextmanager
 def paused_gc():
@@ -225,6 +227,7 @@ class _NFA:
         number = Numbering(closure(start), self.max_states)
         sets, moves = number.items, []
         for current in sets:  # grows while it is walked
+            limits.check()
             by_classes: dict[frozenset, set] = {}
             for q in current:
                 for classes, t in self.moves[q]:
@@ -323,6 +326,7 @@ def _layers(tables: list[np.ndarray], max_states: int):
     yield frontier, (np.zeros(0, np.int64),) * 3
     count = 1
     while frontier.shape[1]:
+        limits.check()
         targets = np.stack([t[s] for t, s in zip(tables, frontier)])  # [k, F, C]
         ok = (targets >= 0).all(axis=0)
         source, cls = np.nonzero(ok)
@@ -400,6 +404,7 @@ def _product_empty_by_dicts(dfas: list[DFA], max_states: int) -> bool:
         return False
     seen, stack = {start}, [start]
     while stack:
+        limits.check()
         rows = [dfa.moves[s] for dfa, s in zip(dfas, stack.pop())]
         for c in set(rows[0]).intersection(*rows[1:]):
             target = tuple(r[c] for r in rows)

@@ -1,49 +1,28 @@
 """Structured output: `generate(model, schema_or_model, prompt=...)` → the parsed (and validated) object.
 
-The one obvious entry point, outlines-style: give a checkpoint (or its directory) and a JSON Schema, a schema file or a
-pydantic model class; get back the object (a pydantic instance for a model class) and the engine's result (steps per
-canvas, tokens, text).
+The one obvious entry point, outlines-style: give a checkpoint (or its directory) and a JSON Schema (a dict, a
+boolean, JSON text — read a file with `load_schema_file`) or a pydantic model class; get back the object (a pydantic
+instance for a model class) and the engine's result (steps per canvas, tokens, text).
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
-import signal
-import threading
 from pathlib import Path
 from typing import Any
 
 from diffreason.canvas import CanvasTemplate
 from diffreason.engine import Engine, GenerationResult
 from diffreason.errors import DiffreasonError
+from diffreason.limits import ValidationTimeout, cpu_budget, validate_json
 from diffreason.model import DiffusionLM, load_model
 from diffreason.sampler import SamplerConfig
 
-
-class TimeLimit(BaseException):
-    """Raised inside a `time_limit` block when its seconds have passed. Not an Exception: library code that catches
-    those (a validator's `except Exception`) must not swallow it."""
-
-
-@contextlib.contextmanager
-def time_limit(seconds: float):
-    """Raise TimeLimit after `seconds`; no limit when 0, off the main thread or without SIGALRM (POSIX main thread
-    only). Python's re checks for signals while it matches, so this interrupts a pattern that backtracks forever."""
-    if not seconds or not hasattr(signal, "setitimer") or threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def expire(signum, frame):
-        raise TimeLimit()
-
-    previous = signal.signal(signal.SIGALRM, expire)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
-    try:
-        yield
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
+# Bounds on building one request's constraint (CPU time of the compiling thread, growth of the process's memory) and
+# on checking one output against its schema (wall time: a worker process; see diffreason.limits).
+COMPILE_SECONDS = 30.0
+COMPILE_MEMORY = 4 * 2**30
+VALIDATION_SECONDS = 30.0
 
 
 def constraint_template(
@@ -53,11 +32,16 @@ def constraint_template(
     regex: str | None = None,
     json_schema: Any = None,
     max_tokens: int | None = None,
+    compile_seconds: float | None = COMPILE_SECONDS,
+    compile_memory: int | None = COMPILE_MEMORY,
 ) -> tuple[CanvasTemplate, Any]:
     """The canvas template of a request's constraint (regex or JSON Schema), slots aligned to canvases, EOS last.
 
     Returns (template, compiled schema or None). One function for every front end — the CLI, the sgl backend and
-    the SGLang server plugin — so a constraint means the same thing everywhere.
+    the SGLang server plugin — so a constraint means the same thing everywhere. A constraint is data (a schema
+    string is JSON text, never a path); sizes it asks for are checked against `max_tokens` before anything is built,
+    and building it may take at most `compile_seconds` of this thread's CPU time and `compile_memory` bytes more
+    memory (None: unbounded): past those, one DiffreasonError.
     """
     from diffreason.errors import TemplateError
     from diffreason.tasks.json_schema import Budget, compile_schema, load_schema
@@ -67,10 +51,11 @@ def constraint_template(
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
     compiled = None
     if json_schema is not None:
-        json_schema = load_schema(json_schema)  # (a string is JSON text, never a path: requests carry data)
+        json_schema = load_schema(json_schema)
         # A slot never crosses a canvas boundary, so none may be longer than a canvas.
-        budget = Budget(max_slot=min(Budget.max_slot, canvas_length))
-        compiled = compile_schema(json_schema, tokenizer, budget)
+        budget = Budget(max_slot=min(Budget.max_slot, canvas_length), max_length=max_tokens or Budget.max_length)
+        compiled = compile_schema(json_schema, tokenizer, budget, cpu_seconds=compile_seconds,
+                                  memory_bytes=compile_memory)
         template = compiled.template
     elif regex is not None:
         if not isinstance(regex, str) or not regex:
@@ -80,13 +65,11 @@ def constraint_template(
         if length < 1:
             raise TemplateError(f"max_tokens={max_tokens} leaves no room for a regex match")
         eos = CanvasTemplate.from_positions(len(tokenizer), [tokenizer.eos_token_id])
-        template = CanvasTemplate.from_regex(regex, tokenizer, length) + eos
+        with cpu_budget(compile_seconds, compile_memory, "compiling the regex"):
+            template = CanvasTemplate.from_regex(regex, tokenizer, length) + eos
     else:
         raise DiffreasonError("no constraint: give a regex or a json_schema")
     return template.align_slots(canvas_length, pad), compiled
-
-
-VALIDATION_SECONDS = 30.0
 
 
 def generate(
@@ -102,21 +85,28 @@ def generate(
     template, compiled = constraint_template(lm.tokenizer, lm.canvas_length, json_schema=load_schema(schema_or_model))
     result = Engine(lm, sampler).generate(prompt, template=template, seed=seed)
     result.fixed = compiled.fixed
-    import jsonschema
-
-    try:
-        value = json.loads(result.text)
-        with time_limit(VALIDATION_SECONDS):  # a schema pattern can make Python's re backtrack for hours
-            compiled.validate(value)
-    except TimeLimit:
-        raise DiffreasonError(f"jsonschema did not finish checking the output within {VALIDATION_SECONDS:g} s (a "
-                              f"schema pattern that backtracks exponentially); the output, unchecked: "
-                              f"{result.text}") from None
-    except (ValueError, jsonschema.ValidationError) as exc:  # a compiler bug: the template guarantees validity
-        raise DiffreasonError(f"internal error: output {result.text!r} does not validate: {exc}") from None
-    except Exception as exc:  # jsonschema itself fails on this schema (e.g. a $ref into a non-schema)
-        raise DiffreasonError(f"jsonschema cannot evaluate this schema ({type(exc).__name__}: {exc}); the output, "
-                              f"unchecked: {result.text}") from None
+    value = check_output(compiled.schema, result.text)
     if isinstance(schema_or_model, type) and hasattr(schema_or_model, "model_validate"):
         value = schema_or_model.model_validate(value)
     return value, result
+
+
+def check_output(schema: Any, text: str, seconds: float = VALIDATION_SECONDS) -> Any:
+    """The JSON value of a constrained output, checked against its schema (formats too) as the last line of defence:
+    the template makes every output valid, so a failure here is a compiler bug, reported as one — never a value
+    passed on as valid. A check that cannot decide (jsonschema fails on the schema, or runs past `seconds` on a
+    pattern that backtracks) says so, with the output."""
+    try:
+        value = json.loads(text)
+    except ValueError:
+        raise DiffreasonError(f"internal error: the output {text!r} is not JSON") from None
+    try:
+        error = validate_json(schema, value, seconds)
+    except ValidationTimeout as exc:
+        raise DiffreasonError(f"{exc}; the output, unchecked: {text}") from None
+    except DiffreasonError as exc:  # jsonschema itself fails on this schema (e.g. a $ref into a non-schema)
+        raise DiffreasonError(f"{exc}; the output, unchecked: {text}") from None
+    if error is not None:
+        message, where = error
+        raise DiffreasonError(f"internal error: the output {text!r} does not validate ({message} at {where})")
+    return value

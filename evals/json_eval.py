@@ -23,8 +23,9 @@ from pathlib import Path
 import jsonschema
 import torch
 
-from diffreason.structured import TimeLimit, time_limit
-from diffreason.tasks.json_schema import SchemaError, compile_schema, validator
+from diffreason.errors import DiffreasonError
+from diffreason.limits import ValidationTimeout, validate_json
+from diffreason.tasks.json_schema import SchemaError, compile_schema, parse_json_text
 
 
 def collection_of(name: str) -> str:
@@ -81,8 +82,10 @@ def run_eval(files, tokenizer, model=None, fillings: int = 2, seed: int = 0, pro
              compile_timeout: float = 30.0) -> dict:
     """Per collection: compiled, valid / invalid outputs; the reasons schemas were not compiled; timings.
 
-    A schema whose compilation takes longer than `compile_timeout` seconds counts as not compiled (its reason says
-    so), so one pathological schema cannot stall a run over thousands.
+    A schema whose compilation takes more than `compile_timeout` seconds of CPU time counts as not compiled (its
+    reason says so), so one pathological schema cannot stall a run over thousands. A file that cannot be read as a
+    jsonschemabench file (not JSON, no "schema") is an error record of its own (`bad_files`); a compile that fails
+    with anything but SchemaError is a crash (`crashes`: bugs); the other files are still evaluated.
     """
     # What a long-running server does after start-up (SGLang's freeze_gc): the objects of the imports (torch,
     # transformers: ~500k) and the model leave the collector's generations, so a full collection triggered inside a
@@ -109,17 +112,26 @@ def _run_eval(files, tokenizer, model, fillings: int, seed: int, progress, compi
     validator_disagreements = 0
     invalid = []  # every invalid output: which schema, what, why (validity must be 100 %; these are bugs to fix)
     validator_timeouts = []  # outputs jsonschema did not judge within the time limit
+    bad_files, crashes = [], []  # files that are no jsonschemabench file; compiles that failed with a bug
     for path in files:
         coll = collection_of(path.name)
-        data = json.loads(path.read_text())
+        try:
+            data = parse_json_text(path.read_bytes(), f"{path.name}")
+            if not isinstance(data, dict) or "schema" not in data:
+                raise DiffreasonError(f"{path.name} has no \"schema\" member")
+        except (OSError, DiffreasonError) as exc:
+            bad_files.append({"file": path.name, "error": str(exc)[:300]})
+            if progress:
+                progress()
+            continue
         schema = data["schema"]
         per[coll]["schemas"] += 1
-        for test in data.get("tests", []):
+        for test in data.get("tests", []) if isinstance(data.get("tests"), list) else []:
             try:
                 ok = jsonschema.Draft202012Validator(schema).is_valid(test["data"])
-            except Exception:
+            except Exception:  # (a malformed test or schema: no verdict to compare)
                 ok = None
-            if ok is not None and ok != test["valid"]:
+            if ok is not None and ok != test.get("valid"):
                 validator_disagreements += 1
         # CPU time of this thread: what the compile costs — not how busy the machine is, nor the CPU that torch's
         # worker threads burn spinning after a random filling (process time counted it: Github_easy 29 µs a position
@@ -127,12 +139,14 @@ def _run_eval(files, tokenizer, model, fillings: int, seed: int, progress, compi
         t = time.thread_time()
         reason = None
         try:
-            with time_limit(compile_timeout):
-                compiled = compile_schema(schema, tokenizer)
+            compiled = compile_schema(schema, tokenizer, cpu_seconds=compile_timeout)
         except SchemaError as exc:
             reason = re.sub(r" at .*$", "", str(exc))[:90]
-        except TimeLimit:
-            reason = f"compile time limit ({compile_timeout:g} s)"
+            if reason.startswith("compile budget exceeded"):
+                reason = f"compile time limit ({compile_timeout:g} CPU s)"
+        except Exception as exc:  # a bug: counted and named, and the run goes on
+            crashes.append({"schema": path.name, "error": f"{type(exc).__name__}: {exc}"[:300]})
+            reason = "crash (a bug)"
         if reason is not None:
             reasons[reason] += 1
             if progress:
@@ -165,26 +179,24 @@ def _run_eval(files, tokenizer, model, fillings: int, seed: int, progress, compi
                     seconds_per_object.append(time.perf_counter() - t)
                     steps.append(sum(result.steps))
             except Exception as exc:
-                unjudged = "jsonschema cannot evaluate" in str(exc)  # generate() says so
+                unjudged = "unchecked" in str(exc)  # (generate() says so where jsonschema could not decide)
                 per[coll]["unjudged" if unjudged else "invalid"] += 1
                 if not unjudged:
                     invalid.append({"schema": path.name, "error": " ".join(str(exc).split())[:300]})
                 continue
             try:
                 # (time-limited: a schema pattern like ^((a+-?)+b/)?... backtracks exponentially in Python's re)
-                with time_limit(compile_timeout):
-                    error = jsonschema.exceptions.best_match(validator(schema).iter_errors(value))  # formats too
-            except TimeLimit:
+                error = validate_json(schema, value, compile_timeout)  # formats too
+            except ValidationTimeout:
                 per[coll]["unjudged"] += 1
                 validator_timeouts.append(path.name)
                 continue
-            except Exception:  # jsonschema itself fails on this schema: the output cannot be judged either way
+            except DiffreasonError:  # jsonschema itself fails on this schema: the output cannot be judged either way
                 per[coll]["unjudged"] += 1
                 continue
             if error is not None:
                 per[coll]["invalid"] += 1
-                invalid.append({"schema": path.name, "output": value, "error": error.message[:300],
-                                "at": "/" + "/".join(map(str, error.absolute_path))})
+                invalid.append({"schema": path.name, "output": value, "error": error[0][:300], "at": error[1]})
                 continue
             per[coll]["valid"] += 1
             if references and (score := plausibility(value, references)) is not None:
@@ -199,6 +211,8 @@ def _run_eval(files, tokenizer, model, fillings: int, seed: int, progress, compi
         "collections": {k: dict(v) for k, v in sorted(per.items())},
         "total": dict(total),
         "validator_disagreements": validator_disagreements,
+        "bad_files": bad_files,
+        "crashes": crashes,
         "invalid_outputs": invalid,
         "validator_timeouts": validator_timeouts,
         "compile_us_per_position_median": statistics.median(compile_us_per_pos) if compile_us_per_pos else None,
@@ -261,6 +275,13 @@ def write_report(report: dict, out_dir: str | Path, command: str) -> list[Path]:
                       + (f", or did not finish within the time limit ({', '.join(timeouts)}: a pattern Python's re "
                          "backtracks on exponentially)" if timeouts else "")
                       + "; they count neither as valid nor as invalid."]
+    if report.get("crashes"):
+        lines += ["", f"Compiles that crashed (bugs: a schema the compiler cannot write must fail with SchemaError): "
+                      f"{len(report['crashes'])}", ""]
+        lines += [f"- `{x['schema']}`: {x['error']}" for x in report["crashes"][:20]]
+    if report.get("bad_files"):
+        lines += ["", f"Files skipped (not jsonschemabench files): {len(report['bad_files'])}", ""]
+        lines += [f"- `{x['file']}`: {x['error']}" for x in report["bad_files"][:20]]
     if report.get("invalid_outputs"):
         lines += ["", "Invalid outputs (bugs: every compiled template must only produce valid values):", ""]
         lines += [f"- `{x['schema']}`: {x['error']}" + (f" at `{x['at']}`" if x.get("at") else "")

@@ -81,6 +81,13 @@ def dialect(schema: Any) -> type:
     return cls  # (an unknown $schema reads as 2020-12, as jsonschema reads it)
 
 
+def validator(schema: Any):
+    """The validator of the schema's draft (2020-12 when it declares none), checking formats too (jsonschema checks
+    them only when asked)."""
+    cls = jsonschema.validators.validator_for(schema, default=LATEST) if isinstance(schema, dict) else LATEST
+    return cls(schema, format_checker=cls.FORMAT_CHECKER)
+
+
 @dataclass
 class Translation:
     """The schema in 2020-12 (`schema`), inside `document` (what its `$ref`s resolve against), and the references the

@@ -31,6 +31,9 @@ PRINTABLE = [chr(c) for c in range(0x20, 0x7F)]
 # One generated character of '.': printable ASCII with quote and backslash written as escapes.
 STRING_CHAR = r'([ !#-\[\]-~]|\\["\\])'
 MAX_DOT_RUN = 4
+# Repeat counts past this are more than any slot holds: a `{m,n}` above it is capped at it (a subset of the matches),
+# a minimum above it refused — the automaton would have that many states (`a{1000000000}`).
+MAX_REPEAT = 1000
 _META = set(".^$*+?{}[]\\|()")
 _JSON_ESCAPES = {'"': '\\"', "\\": "\\\\", "\b": "\\b", "\f": "\\f", "\n": "\\n", "\r": "\\r", "\t": "\\t"}
 
@@ -129,6 +132,10 @@ def _translate(pattern, at_start: bool, at_end: bool, exact: bool = False) -> st
             out.append("(" + _translate(sub, at_start and zero_before, at_end and zero_after, exact) + ")")
         elif op in (C.MAX_REPEAT, C.MIN_REPEAT):  # laziness never changes whether a match exists
             lo, hi, sub = av
+            if lo > MAX_REPEAT or (exact and hi != C.MAXREPEAT and hi > MAX_REPEAT):
+                raise PatternError(f"a repeat of more than {MAX_REPEAT} (longer than any value written)")
+            if hi != C.MAXREPEAT and hi > MAX_REPEAT:
+                hi = max(lo, MAX_REPEAT)
             body = _translate(sub, False, False, exact)
             only_dots = all(o is C.ANY for o, _ in sub)
             if only_dots and (hi == C.MAXREPEAT or hi > MAX_DOT_RUN) and not exact:

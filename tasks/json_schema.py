@@ -46,8 +46,9 @@ import torch
 from diffreason.automaton import AutomatonTooLarge, BytesLRU, Complement, TokenAutomaton, matches_nothing, token_ids
 from diffreason.canvas import CanvasTemplate
 from diffreason.composed import Choice, alt, group, lit, optional, repeat, seq
+from diffreason import limits
 from diffreason.errors import DiffreasonError, SchemaError, TemplateError
-from diffreason.tasks.json_drafts import to_2020_12
+from diffreason.tasks.json_drafts import to_2020_12, validator
 from diffreason.regex_dfa import paused_gc
 from diffreason.tasks.json_pattern import (
     STRING_CHAR, PatternError, PatternLengthError, pattern_to_json_regex, searched_json_regex,
@@ -202,6 +203,7 @@ class Budget:
     array_items: int = 4
     max_slot: int = 96
     max_regex: int = 800  # larger regexes make the automaton construction slow (superlinear in the regex)
+    max_length: int = 4096  # the longest template: minItems / minProperties / minLength that need more are refused
 
 
 # An enum's regex may be this many times Budget.max_regex: its automaton is the values' trie (automaton._trie_fsm),
@@ -412,6 +414,7 @@ class _Compiler:
             whole = None
 
         def check(value: Any) -> bool:
+            limits.check()  # (a long enum is checked value by value)
             if whole is None:
                 return False
             if excluded and any(re.fullmatch(x, json.dumps(value, ensure_ascii=False)) for x in excluded):
@@ -431,6 +434,7 @@ class _Compiler:
     def valid_member(self, value: Any, node: dict, key: str) -> bool:
         """`valid(value, node)` for a value of the node's own `key` ('enum' or 'const'), which it satisfies: when
         nothing but a type stands beside it, only the type is checked (a long enum was quadratic through jsonschema)."""
+        limits.check()
         others = node.keys() - ANNOTATIONS - {key}
         if not others <= {"type"}:  # checked without its own key: jsonschema compares a value with every other one
             return self.valid(value, {k: v for k, v in node.items() if k != key})
@@ -452,6 +456,7 @@ class _Compiler:
         that is negated or tested against must be —, where otherwise it may accept less (a case of if / then / else
         this compiler cannot write is left out, a schema that accepts anything becomes the scalars we write for it);
         an error where that cannot be kept."""
+        limits.check()
         if schema is False:
             raise _NoValue(f"the schema false accepts no value at {path or '#'}")
         if schema is True or (isinstance(schema, dict) and not (schema.keys() & VALIDATION_KEYWORDS)):
@@ -902,6 +907,7 @@ class _Compiler:
         return self.budget.max_regex * (10 if finite else 1)
 
     def slot(self, regex: str, length: int, path: str, limit: int | None = None) -> CanvasTemplate:
+        limits.check()
         if self.regex_size(regex) > (limit or self.budget.max_regex):
             self.fail(path, f"value too complex for one slot ({self.regex_size(regex)}-character regex)")
         intersections = self.placeholders_in(regex)
@@ -1333,9 +1339,10 @@ class _Compiler:
         hi = min(hi, len(lits))
         if lo > hi:
             self.fail(f"{path}/uniqueItems", f"minItems {lo} exceeds the {len(lits)} distinct items")
-        selections = [p for k in range(lo, hi + 1) for p in permutations(lits, k)]
-        if len(selections) > 5000:
+        # counted before they are listed: 500 values taken 4 at a time are 6e10 orders
+        if sum(math.perm(len(lits), k) for k in range(lo, hi + 1)) > 5000:
             self.fail(f"{path}/uniqueItems", f"unsupported keyword 'uniqueItems' over {len(lits)} items (too many orders)")
+        selections = [p for k in range(lo, hi + 1) for p in permutations(lits, k)]
         return Choice("[" + ",".join(p) + "]" for p in selections), 2 + sum(sorted((len(x) + 1 for x in lits),
                                                                               reverse=True)[:hi])
 
@@ -1347,7 +1354,26 @@ class _Compiler:
                 return kind
         return None
 
+    def check_sizes(self, schema: dict, kind: str, path: str) -> None:
+        """Counts a value of `kind` must reach (minLength, minItems, minProperties, minContains) within what a
+        template can hold (Budget.max_length tokens; a string within a slot), checked before anything is built:
+        `minItems` 10^9 would otherwise build 10^9 items."""
+        # (tokens each unit takes at least: an item and its comma; a member's name, colon, value and comma)
+        per_unit = {"array": ("minItems", 2), "object": ("minProperties", 4)}.get(kind)
+        bounds = [("minLength", 8 * self.budget.max_slot)] if kind == "string" else []
+        if per_unit:
+            bounds.append((per_unit[0], self.budget.max_length // per_unit[1]))
+        if kind == "array":
+            bounds.append(("minContains", self.budget.max_length // 2))
+        for key, most in bounds:
+            value = schema.get(key)
+            if isinstance(value, (int, float)) and not isinstance(value, bool) and value > most:
+                room = (f"a slot holds {most} characters at most" if kind == "string" else
+                        f"a template of {self.budget.max_length} tokens holds {most} at most")
+                self.fail(f"{path}/{key}", f"{key} {value} is more than this compiler writes ({room})")
+
     def check_keywords(self, schema: dict, kind: str, path: str) -> None:
+        self.check_sizes(schema, kind, path)
         for key in schema:
             if key not in VALIDATION_KEYWORDS or key in SUPPORTED[kind] or key in ("anyOf", "oneOf", "$ref"):
                 continue
@@ -1887,14 +1913,6 @@ class CompiledSchema:
             raise error
 
 
-def validator(schema: dict):
-    """The validator of the schema's draft, checking formats too (jsonschema checks them only when asked)."""
-    import jsonschema
-
-    cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
-    return cls(schema, format_checker=cls.FORMAT_CHECKER)
-
-
 # What a schema document may hold: JSON's own values, nested at most this deep (deeper, json.loads and every walk
 # over it would hit Python's recursion limit), integers of at most this many digits (Python's int() refuses more).
 MAX_SCHEMA_DEPTH = 1000
@@ -2081,12 +2099,15 @@ _SCALARS = frozenset({str, int, float, bool, type(None)})
 
 
 def compile_schema(
-    schema_or_model: Any, tokenizer, budget: Budget | None = None, max_depth: int = 3
+    schema_or_model: Any, tokenizer, budget: Budget | None = None, max_depth: int = 3,
+    cpu_seconds: float | None = None, memory_bytes: int | None = None,
 ) -> CompiledSchema:
-    """Compile a JSON Schema (dict, file, JSON text) or a pydantic model class into a canvas template.
+    """Compile a JSON Schema (dict, boolean, JSON text) or a pydantic model class into a canvas template.
 
     Recursive `$ref`s unfold up to `max_depth` times; below that, optional members and array items are left out.
-    Results are cached by the canonical schema text, tokenizer and budget.
+    Results are cached by the canonical schema text, tokenizer and budget. `cpu_seconds` / `memory_bytes` bound the
+    compile (this thread's CPU time, growth of the process's memory; see `diffreason.limits.cpu_budget`): past
+    either it stops with a SchemaError, in any thread.
     """
     schema = load_schema(schema_or_model)
     budget = budget or Budget()
@@ -2116,8 +2137,11 @@ def compile_schema(
     def guarded() -> CompiledSchema:
         too_deep = SchemaError("the schema nests too deeply for the compiler (Python's recursion limit)")
         try:
-            with paused_gc():  # what a compile builds it mostly keeps (templates, cached automata): 5-10 % faster
+            # (no garbage collection inside: what a compile builds it mostly keeps — templates, cached automata)
+            with paused_gc(), limits.cpu_budget(cpu_seconds, memory_bytes, "compiling the schema"):
                 return build()
+        except limits.BudgetExceeded as exc:
+            raise SchemaError(f"compile budget exceeded: {exc}") from None
         except RecursionError:
             raise too_deep from None
         except BaseException as exc:  # a Rust extension (jsonschema's rpds) panics when Python's stack runs out

@@ -1374,16 +1374,78 @@ def test_a_member_not_required_leaves_out_stays_out():
         assert len(value) == 1 and not value.keys() & {"a", "b"}
 
 
-def test_time_limit_interrupts_a_pattern_that_backtracks_exponentially():
-    """A Github_medium schema's pattern: Python's re backtracks for hours on a valid 45-character name. generate() and
-    the eval check outputs under this limit (the eval stalled on it once)."""
-    from diffreason.structured import TimeLimit, time_limit
+def test_validation_time_limit_works_in_any_thread_and_leaves_the_callers_timers_alone():
+    """A Github_medium schema's pattern: Python's re backtracks for hours on a valid 45-character name. generate(),
+    the eval and the server plugin check outputs under a time limit — a worker process killed when its time is up,
+    not a signal: the caller's own interval timer keeps running, and the limit works off the main thread."""
+    import signal
+    import threading
+
+    from diffreason.limits import ValidationTimeout, validate_json
 
     schema = {"type": "string", "pattern": "^(?:(?:[A-Za-z0-9]+[-]?)+[A-Za-z0-9]/)?[A-Za-z0-9_-]+$"}
-    with pytest.raises(TimeLimit), time_limit(0.5):
-        validator(schema).is_valid("4567n62eve-noQhlldegiginmat89tagsThehol7536es")
-    with time_limit(5):  # a limit that does not expire leaves the block alone
-        assert validator(schema).is_valid("ab/cd")
+    assert validate_json(schema, "ab/cd", 30) is None  # (starts the worker)
+    assert validate_json(schema, "a b", 30)[0].startswith("'a b' does not match")
+    previous = signal.signal(signal.SIGALRM, lambda *_: None)
+    signal.setitimer(signal.ITIMER_REAL, 3600)
+    try:
+        outcome = []
+
+        def check():
+            try:
+                validate_json(schema, "4567n62eve-noQhlldegiginmat89tagsThehol7536es", 1.0)
+            except ValidationTimeout as exc:
+                outcome.append(exc)
+
+        worker = threading.Thread(target=check)
+        worker.start()
+        worker.join(60)
+        assert len(outcome) == 1 and "within 1 s" in str(outcome[0])
+        assert signal.getitimer(signal.ITIMER_REAL)[0] > 3500  # the caller's hour is still running
+        assert validate_json(schema, "ab/cd", 30) is None  # a fresh worker after the killed one
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def test_compile_budget_stops_a_compile_in_cpu_time_in_any_thread():
+    import threading
+    import time
+
+    schema = {"type": "object", "required": [f"p{i}" for i in range(3000)], "properties": {
+        f"p{i}": {"type": "string", "pattern": f"^x{i}[a-z]{{2,5}}$"} for i in range(3000)}}
+    outcome = []
+
+    def compile_it():
+        start = time.thread_time()
+        try:
+            compile_schema(schema, TOK, cpu_seconds=1.0)
+        except SchemaError as exc:
+            outcome.append((exc, time.thread_time() - start))
+
+    worker = threading.Thread(target=compile_it)
+    worker.start()
+    worker.join(120)
+    (error, spent), = outcome
+    assert "compile budget exceeded" in str(error) and spent < 2.0
+
+
+@pytest.mark.parametrize("schema, message", [
+    ({"type": "string", "minLength": 10**9}, "minLength 1000000000 is more than this compiler writes"),
+    ({"type": "array", "minItems": 10**9}, "minItems 1000000000 is more than this compiler writes"),
+    ({"type": "object", "minProperties": 10**9}, "minProperties 1000000000 is more than this compiler writes"),
+    ({"type": "array", "minItems": 2, "contains": {"type": "null"}, "minContains": 10**9}, "minContains 1000000000"),
+    ({"type": "string", "pattern": "^a{1000000000}$"}, "a repeat of more than 1000"),
+    ({"type": "array", "uniqueItems": True, "minItems": 2, "maxItems": 4, "items": {"enum": list(range(500))}},
+     "too many orders"),
+])
+def test_sizes_are_checked_before_anything_is_built(schema, message):
+    import resource
+
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    with pytest.raises(SchemaError, match=re.escape(message)):
+        compile_schema(schema, TOK, cpu_seconds=10)
+    assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before < 200 * 1024  # (KiB: under 200 MB more)
 
 
 def test_a_schema_nested_past_the_recursion_limit_is_one_clear_error():

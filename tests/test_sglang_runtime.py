@@ -131,7 +131,7 @@ def test_a_template_longer_than_a_canvas_continues_on_the_next_one():
         (dict(json_schema=json.dumps({"type": "object", "required": ["a"], "properties": {"a": {"type": "array",
           "unevaluatedItems": {"const": 1}}}})), "diffreason: unsupported keyword 'unevaluatedItems' for type 'array' "
                                                  "at /properties/a/unevaluatedItems"),
-        (dict(json_schema="{not json"), "diffreason: json_schema is not valid JSON"),
+        (dict(json_schema="{not json"), "diffreason: the schema is not valid JSON"),
         (dict(regex=r"(a)\1"), "diffreason: cannot build an automaton for regex"),
         (dict(regex="a", json_schema="{}"), "diffreason: give one constraint, not json_schema and regex"),
         (dict(custom_params={plugin.TEMPLATE_PARAM: "[1, true]"}), "position 1: expected a token id, null or a list"),
@@ -164,3 +164,81 @@ def test_step_counts_are_handed_to_the_request_before_streaming():
     assert plugin._hand_over_steps(original, object(), batch, None) == "streamed"
     assert seen["info"] == {plugin.STEPS_KEY: [7, 3]}
     assert plugin.REQUESTS.take_steps("s1") == []  # finished requests are forgotten
+
+
+# ---- safe to serve: constraints are data, bounded, and refused requests leave nothing behind -----------------------
+
+
+def refusal(rid, **params):
+    """validate_request's answer for a request, checking that a refused one left no state in the plugin."""
+    answer = plugin.DiffreasonRenoise.validate_request(fake_req(rid, **params))
+    if answer is not None:
+        assert rid not in plugin.REQUESTS
+    return answer
+
+
+def test_a_json_schema_string_is_never_read_as_a_path(tmp_path):
+    secret = tmp_path / "server-config.json"
+    secret.write_text(json.dumps({"minimum": "sk-LIVE-1234"}))
+    answers = [refusal(f"path{i}", json_schema=text) for i, text in enumerate(
+        [str(secret), str(tmp_path / "missing.json"), "/etc/passwd", str(tmp_path)])]
+    for answer in answers:
+        assert answer is not None and "not valid JSON" in answer
+        assert "sk-LIVE" not in answer and "does not exist" not in answer and "directory" not in answer
+    # the same answer whether the path exists or not (beyond the quoted text): no existence oracle
+    assert len({a.split(":")[1] for a in answers}) == 1
+    assert refusal("true", json_schema="true", max_new_tokens=32) is None  # the boolean schema true is valid
+    assert plugin.REQUESTS.schema_of("true") is True
+
+
+@pytest.mark.parametrize("params, message", [
+    (dict(json_schema=json.dumps({"type": "array", "minItems": 10**9}), max_new_tokens=64),
+     "minItems 1000000000 is more than this compiler writes (a template of 64 tokens holds 32 at most)"),
+    (dict(json_schema=json.dumps({"type": "object", "minProperties": 10**9})), "minProperties 1000000000"),
+    (dict(json_schema=json.dumps({"type": "string", "minLength": 10**9})), "minLength 1000000000"),
+    (dict(json_schema=json.dumps({"type": "string", "pattern": "^x{1000000000}$"})), "a repeat of more than"),
+    (dict(json_schema=json.dumps({"type": "integer", "minimum": 5, "maximum": 3})), "diffreason:"),
+    (dict(json_schema="[1, 2]"), "must be a JSON object or a boolean"),
+    (dict(json_schema='{"maximum": NaN}'), "NaN or Infinity"),
+    (dict(regex="(?=a)b"), "diffreason:"),  # a lookahead that nothing satisfies
+    (dict(regex=r"a\bb"), "diffreason:"),
+    (dict(regex="[^\\x00-\\U0010ffff]"), "diffreason:"),  # matches nothing
+    (dict(custom_params={plugin.TEMPLATE_PARAM: "[-1]"}), "position 0: token -1 is outside"),
+])
+def test_bad_constraints_are_a_400_and_leave_no_state(params, message):
+    answer = refusal("bad-constraint", **params)
+    assert answer is not None and message in answer, answer
+
+
+def test_a_compile_over_its_budget_is_refused_and_the_next_request_is_served(monkeypatch):
+    import time
+
+    monkeypatch.setattr(plugin, "COMPILE_SECONDS", 0.5)
+    big = {"type": "object", "required": [f"p{i}" for i in range(2000)], "properties": {
+        f"p{i}": {"type": "string", "pattern": f"^y{i}[a-z]{{2,5}}$"} for i in range(2000)}}
+    start = time.thread_time()
+    answer = refusal("slow", json_schema=json.dumps(big), max_new_tokens=100000)
+    assert answer is not None and "compile budget exceeded" in answer and time.thread_time() - start < 5
+    ok = {"type": "object", "required": ["a"], "properties": {"a": {"type": "integer"}}}
+    assert refusal("after-slow", json_schema=json.dumps(ok), max_new_tokens=64) is None
+    assert plugin.REQUESTS.get("after-slow").template is not None
+
+
+def test_a_finished_output_that_does_not_validate_is_an_error_not_a_value():
+    from sglang.srt.managers.schedule_batch import FINISH_ABORT, FINISH_MATCHED_TOKEN
+
+    schema = {"type": "object", "required": ["a"], "properties": {"a": {"type": "integer", "maximum": 5}}}
+    assert refusal("out", json_schema=json.dumps(schema), max_new_tokens=64) is None
+
+    def finished_req(text):
+        req = types.SimpleNamespace(rid="out", tokenizer=TOK, output_ids=TOK.encode(text, add_special_tokens=False),
+                                    finished_reason=FINISH_MATCHED_TOKEN(matched=TOK.eos_token_id))
+        req.finished = lambda: req.finished_reason is not None
+        return req
+
+    good, bad = finished_req('{"a":4}'), finished_req('{"a":7}')
+    for req in (good, bad):
+        plugin._check_finished_output(lambda scheduler, r: None, object(), req)
+    assert isinstance(good.finished_reason, FINISH_MATCHED_TOKEN)
+    assert isinstance(bad.finished_reason, FINISH_ABORT)
+    assert bad.finished_reason.status_code == 500 and "does not validate" in bad.finished_reason.message

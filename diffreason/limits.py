@@ -1,0 +1,201 @@
+"""Bounds on work done for untrusted input, without process-global state (no signals, no timers).
+
+- `cpu_budget(seconds, memory_bytes)`: a cooperative limit on the calling thread's CPU time (and on how far the
+  process's resident memory may grow) while a block runs. Long loops call `check()`, which raises `BudgetExceeded`
+  once the budget is spent. Budgets nest (the tighter one wins) and live in a context variable, so they work in any
+  thread and never touch a caller's own timers. The JSON-schema compiler runs under one when it compiles a request.
+- `validate_json(schema, value, seconds)`: jsonschema's verdict on a value, with a time limit that works in any
+  thread. Python's `re` cannot be interrupted (a schema `pattern` can backtrack for hours), so a schema holding a
+  pattern is checked in a worker process that is killed when its time is up; others in the calling process.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import json
+import multiprocessing
+import os
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from diffreason.errors import DiffreasonError
+
+
+class BudgetExceeded(DiffreasonError):
+    """A block ran past its CPU-time or memory budget (`cpu_budget`)."""
+
+
+class ValidationTimeout(DiffreasonError):
+    """jsonschema did not decide within its time limit (a schema pattern that backtracks)."""
+
+
+@dataclass(frozen=True)
+class _Budget:
+    deadline: float  # time.thread_time() past which the block stops
+    seconds: float
+    rss_limit: int | None  # resident bytes past which the block stops (None: no memory bound)
+    memory_bytes: int | None
+    what: str
+
+
+_BUDGET: contextvars.ContextVar[_Budget | None] = contextvars.ContextVar("diffreason_budget", default=None)
+_PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
+
+
+def resident_bytes() -> int | None:
+    """This process's resident memory now (None where /proc is not there to read it cheaply)."""
+    try:
+        with open("/proc/self/statm", "rb") as f:
+            return int(f.read().split()[1]) * _PAGE
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+@contextlib.contextmanager
+def cpu_budget(seconds: float | None, memory_bytes: int | None = None, what: str = "the work"):
+    """Run a block with at most `seconds` of this thread's CPU time and at most `memory_bytes` of growth of the
+    process's resident memory (None: no bound); `check()` inside it raises BudgetExceeded past either. An enclosing
+    budget still applies: the tighter of the two wins."""
+    if seconds is None and memory_bytes is None:
+        yield
+        return
+    now = time.thread_time()
+    deadline = now + seconds if seconds is not None else float("inf")
+    rss = resident_bytes() if memory_bytes is not None else None
+    rss_limit = rss + memory_bytes if rss is not None else None
+    outer = _BUDGET.get()
+    if outer is not None:
+        if outer.deadline < deadline:
+            deadline, seconds, what = outer.deadline, outer.seconds, outer.what
+        if outer.rss_limit is not None and (rss_limit is None or outer.rss_limit < rss_limit):
+            rss_limit, memory_bytes = outer.rss_limit, outer.memory_bytes
+    token = _BUDGET.set(_Budget(deadline, seconds or 0.0, rss_limit, memory_bytes, what))
+    try:
+        yield
+    finally:
+        _BUDGET.reset(token)
+
+
+_calls = 0
+
+
+def check() -> None:
+    """Raise BudgetExceeded when the enclosing `cpu_budget` is spent (nothing to do outside one). Cheap: a context
+    variable and a clock read; resident memory is read on every 64th call."""
+    budget = _BUDGET.get()
+    if budget is None:
+        return
+    if time.thread_time() > budget.deadline:
+        raise BudgetExceeded(f"{budget.what} took more than {budget.seconds:g} s of CPU time")
+    global _calls
+    _calls += 1
+    if budget.rss_limit is not None and not _calls % 64:
+        rss = resident_bytes()
+        if rss is not None and rss > budget.rss_limit:
+            raise BudgetExceeded(f"{budget.what} needed more than {budget.memory_bytes / 2**20:.0f} MiB of memory")
+
+
+# ---- jsonschema with a time limit -------------------------------------------------------------------------------
+
+
+def validate_json(schema: Any, value: Any, seconds: float = 30.0) -> tuple[str, str] | None:
+    """None when `value` validates against `schema` (its own draft's validator, formats checked); else (message,
+    JSON path of the instance) of jsonschema's best-matching error. A schema holding a `pattern` is checked in a worker
+    process with `seconds` of wall time (ValidationTimeout past it); others here, where nothing can run away."""
+    if _has_patterns(schema):
+        return _WORKER.validate(schema, value, seconds)
+    return _verdict(schema, value)
+
+
+def _has_patterns(schema: Any) -> bool:
+    """Does the schema hold a regex jsonschema will run (`pattern`, `patternProperties`)? Over-approximated by a
+    text search: a schema that merely mentions the word is checked in the worker too."""
+    try:
+        return "pattern" in json.dumps(schema)
+    except (TypeError, ValueError):
+        return True
+
+
+def _verdict(schema: Any, value: Any) -> tuple[str, str] | None:
+    import jsonschema
+
+    from diffreason.tasks.json_drafts import validator
+
+    error = jsonschema.exceptions.best_match(validator(schema).iter_errors(value))
+    if error is None:
+        return None
+    return error.message, "/" + "/".join(str(p) for p in error.absolute_path)
+
+
+def _serve(conn) -> None:
+    """The worker's loop: (schema, value) in, ("ok", verdict) or ("error", exception text) out."""
+    with contextlib.suppress(ImportError, ValueError, OSError):
+        import resource  # a runaway validation may not take the machine's memory either
+
+        resource.setrlimit(resource.RLIMIT_AS, (4 * 2**30, 4 * 2**30))
+    _verdict(True, None)  # (imports jsonschema and its format checkers before saying it is ready)
+    conn.send(("ready", None))
+    while True:
+        try:
+            schema, value = conn.recv()
+        except (EOFError, OSError):
+            return
+        try:
+            conn.send(("ok", _verdict(schema, value)))
+        except Exception as exc:  # jsonschema itself fails on this schema (say, a $ref into a non-schema)
+            conn.send(("error", f"{type(exc).__name__}: {exc}"))
+
+
+class _Worker:
+    """One validation process, started on first use and again after it is killed (a timeout)."""
+
+    START_SECONDS = 120.0  # a fresh interpreter importing jsonschema, on a loaded machine
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._process = None
+        self._conn = None
+
+    def _start(self) -> None:
+        context = multiprocessing.get_context("spawn")  # (a fresh interpreter: no fork of a threaded process)
+        parent, child = context.Pipe()
+        self._process = context.Process(target=_serve, args=(child,), daemon=True, name="diffreason-validator")
+        self._process.start()
+        child.close()
+        self._conn = parent
+        if not self._conn.poll(self.START_SECONDS) or self._conn.recv()[0] != "ready":
+            self._stop()
+            raise ValidationTimeout("the validation worker did not start")
+
+    def _stop(self) -> None:
+        if self._process is not None:
+            self._process.kill()
+            self._process.join()
+        if self._conn is not None:
+            self._conn.close()
+        self._process = self._conn = None
+
+    def validate(self, schema: Any, value: Any, seconds: float) -> tuple[str, str] | None:
+        with self._lock:
+            if self._process is None or not self._process.is_alive():
+                self._stop()
+                self._start()
+            self._conn.send((schema, value))
+            if not self._conn.poll(seconds):
+                self._stop()
+                raise ValidationTimeout(f"jsonschema did not finish checking the value within {seconds:g} s "
+                                        "(a schema pattern that backtracks)")
+            try:
+                kind, result = self._conn.recv()
+            except (EOFError, OSError):
+                self._stop()
+                raise ValidationTimeout("the validation worker stopped (out of memory?)") from None
+        if kind == "error":
+            raise DiffreasonError(f"jsonschema cannot evaluate this schema ({result})")
+        return result
+
+
+_WORKER = _Worker()
