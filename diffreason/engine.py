@@ -180,10 +180,13 @@ class Engine:
         default = getattr(self.model.generation_config, "max_new_tokens", None) or 256
         template = r.template
         if template is not None:
-            if template.vocab_size != self.lm.vocab_size:
+            if template.vocab_size > self.lm.vocab_size:
                 raise TemplateError(
                     f"template is over a vocabulary of {template.vocab_size}, the model's has {self.lm.vocab_size}"
                 )
+            # a template over the tokenizer's ids on a model whose embedding has more rows (padded past the
+            # tokenizer): the rows no token id names are never allowed where the template restricts a position
+            template = template.with_vocab(self.lm.vocab_size)
             if r.max_new_tokens is not None and r.max_new_tokens < len(template):
                 raise TemplateError(f"max_new_tokens={r.max_new_tokens} is shorter than the template ({len(template)})")
             default = len(template)
