@@ -225,6 +225,52 @@ def _pattern_to_json_regex(pattern: str, min_length, max_length, exact: bool) ->
     return _translate(parsed, True, True, exact)
 
 
+@functools.lru_cache(maxsize=1024)
+def lookaround_parts(pattern: str) -> tuple[str, tuple[str, ...], tuple[str, ...]] | None:
+    """A pattern with lookaheads at its start or lookbehinds at its end (`^(?=.*\\d)(?!.*\\s).{8,}$`) as regexes over
+    encoded string bodies, for strings that start with a match of the rest (a subset of the strings the pattern is
+    found in): (the rest, regexes the whole body must match, regexes it must not match — each exact, for its
+    complement). A lookahead at the start of a match that spans the whole string
+    reads the whole string; a lookbehind at its end, too. None when the pattern has no lookaround; PatternError for
+    lookarounds anywhere else, or ones with lookarounds or anchors inside."""
+    if not isinstance(pattern, str):
+        raise PatternError(f"a pattern must be a string, got {type(pattern).__name__}")
+    try:
+        parsed = parser.parse(pattern)
+    except re.error as exc:
+        raise PatternError(f"not a regular expression Python accepts: {exc}") from None
+    items = list(parsed)
+    if not any(op in (C.ASSERT, C.ASSERT_NOT) for op, _ in items):
+        return None
+    start = 1 if items and items[0] in ((C.AT, C.AT_BEGINNING), (C.AT, C.AT_BEGINNING_STRING)) else 0
+    end = len(items) - (1 if len(items) > start and items[-1] in ((C.AT, C.AT_END), (C.AT, C.AT_END_STRING)) else 0)
+    ahead, behind = start, end
+    while ahead < end and items[ahead][0] in (C.ASSERT, C.ASSERT_NOT) and items[ahead][1][0] == 1:
+        ahead += 1
+    while behind > ahead and items[behind - 1][0] in (C.ASSERT, C.ASSERT_NOT) and items[behind - 1][1][0] == -1:
+        behind -= 1
+    rest = items[:start] + items[ahead:behind] + items[end:]
+    if any(op in (C.ASSERT, C.ASSERT_NOT) for op, _ in rest):
+        raise PatternError("lookarounds other than at the pattern's start (ahead) or end (behind) are not supported")
+    any_chars = f"{STRING_CHAR}*"
+    required, forbidden = [], []
+    ends = ((C.AT, C.AT_END), (C.AT, C.AT_END_STRING))
+    begins = ((C.AT, C.AT_BEGINNING), (C.AT, C.AT_BEGINNING_STRING))
+    for op, (direction, sub) in items[start:ahead] + items[behind:end]:
+        # a lookahead that ends with `$` reads to the string's end (`(?!\\s*$)`: not blank), as a lookbehind that
+        # starts with `^` reads from its start
+        whole = bool(len(sub)) and (sub[-1] in ends if direction == 1 else sub[0] in begins)
+        body = _translate(sub, direction == -1 and whole, direction == 1 and whole,
+                          exact=op is C.ASSERT_NOT)  # (a complement needs the exact language)
+        text = f"({body})" if whole else f"({body}){any_chars}" if direction == 1 else f"{any_chars}({body})"
+        (required if op is C.ASSERT else forbidden).append(text)
+    # the match starts the string (where the lookaheads look from); it ends it where the pattern is anchored there or
+    # lookbehinds look back from its end — else any characters may follow it
+    after = "" if end < len(items) or behind < end else any_chars
+    body = _translate(parser.SubPattern(parsed.state, rest), True, True) + after
+    return body, tuple(required), tuple(forbidden)
+
+
 @functools.lru_cache(maxsize=4096)  # oneOf / not checks ask for the same patterns many times (Github_hard o3895: 828)
 def searched_json_regex(pattern: str) -> str:
     """The printable-ASCII JSON strings (quotes included) that `pattern` is found in (`re.search`), exactly — what a

@@ -51,7 +51,7 @@ from diffreason.errors import DiffreasonError, SchemaError, TemplateError
 from diffreason.tasks.json_drafts import to_2020_12, validator
 from diffreason.regex_dfa import paused_gc
 from diffreason.tasks.json_pattern import (
-    STRING_CHAR, PatternError, PatternLengthError, pattern_to_json_regex, searched_json_regex,
+    STRING_CHAR, PatternError, PatternLengthError, lookaround_parts, pattern_to_json_regex, searched_json_regex,
 )
 from diffreason.tasks.json_pattern import parser as pattern_parser
 
@@ -347,6 +347,21 @@ def _longer(seen: tuple, chain) -> tuple:
 def _with_refs(schema: dict, chain: tuple, seen: tuple) -> dict:
     """`schema` (resolved under `chain`) marked with that chain where resolving it followed `$ref`s beyond `seen`."""
     return {**schema, REFS: chain} if len(chain) > len(seen) else schema
+
+
+def _canonical(value: Any) -> str:
+    """A text equal for two JSON values exactly when JSON Schema calls them equal (uniqueItems, enum, const): 1 and
+    1.0 alike, true and 1 not, members in any order."""
+    def norm(v):
+        if isinstance(v, float) and v.is_integer():
+            return int(v)
+        if isinstance(v, dict):
+            return {k: norm(x) for k, x in v.items()}
+        if isinstance(v, list):
+            return [norm(x) for x in v]
+        return v
+
+    return json.dumps(norm(value), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
 def _json_text(value: Any) -> str:
@@ -902,6 +917,10 @@ class _Compiler:
             return self.budget.max_regex
         if "enum" in resolved or "const" in resolved:  # a trie: built in one pass, linear in the values
             return self.budget.max_regex * CHOICE_FACTOR
+        if resolved.get("uniqueItems") and isinstance(resolved.get("items"), (dict, bool)):  # (shares of a set)
+            with contextlib.suppress(SchemaError):
+                if _finite_values(self.resolve(resolved["items"], "", seen)[0]) is not None:
+                    return self.budget.max_regex * CHOICE_FACTOR
         # multipleOf and NOT_MULTIPLES: a choice among numbers
         finite = resolved.keys() & {"multipleOf", NOT_MULTIPLES}
         return self.budget.max_regex * (10 if finite else 1)
@@ -1039,6 +1058,9 @@ class _Compiler:
             if is_tuple:  # exactly these items
                 if need:
                     self.fail(f"{path}/contains", "unsupported keyword 'contains' on a tuple")
+                if schema.get("uniqueItems") and not self.pairwise_distinct(item_schemas, seen):
+                    text = _json_text(self.distinct_items(schema, item_schemas, path, seen))
+                    return Choice([text]), len(text) + 2
                 parts = [self.value_regex(s, f"{path}/items/{i}", seen) for i, s in enumerate(item_schemas)]
                 items = [group(r) if i == 0 else seq(lit(","), group(r)) for i, (r, _) in enumerate(parts)]
                 return seq(lit("["), *items, lit("]")), 2 + sum(n + 1 for _, n in parts)
@@ -1053,7 +1075,7 @@ class _Compiler:
                     raise
                 return seq(lit("["), lit("]")), 2
             if schema.get("uniqueItems") and hi > 1:
-                return self.unique_array_regex(schema, path, lo, hi, seen)
+                return self.unique_array_regex(schema, item_schemas[0], item_regex, item_len, lo, hi, path, seen)
             # Without maxItems the count is free (the slot length bounds it): a star keeps the automaton small, where
             # a bounded repeat would copy the item's states once per possible item.
             most = None if "maxItems" not in schema else hi - 1
@@ -1114,48 +1136,65 @@ class _Compiler:
         pair a branch that provably excludes the other stays as is. Otherwise, in turn: an object branch leaves out
         its optional members that another requires, or requires one whose value fails the other; or, in general, the
         other branch's `not` is folded into it (see `without_not`). A branch left with no value is never the one that
-        matches, so it is not written (the others must still fail it).
+        matches, so it is not written (the others must still fail it); so is one that cannot be made to fail another
+        (a fixed choice, listed in `fixed`), as long as some branch is left.
+
+        What every written value must fail is each other branch as written (`raw`), read exactly (`as_accepted`):
+        only a branch that provably accepts nothing at all is left out of that — one this compiler merely cannot
+        write a value of may still match.
         """
-        resolved, kept, empty = [], {}, None  # kept: each branch with its `not` unfolded, to test exclusion against
+        kept, resolved, empty = {}, [], None  # kept: each branch as written, read exactly (None: not exactly readable)
         for i, b in enumerate(branches):
-            if b is None:
+            try:
+                kept[i] = self.as_accepted(raw[i], seen)
+            except _NoValue as exc:  # accepts nothing at all, so it can never be the one that matches
+                empty = exc
+                continue
+            except SchemaError:
+                kept[i] = None  # (exclusion is still tested by folding its `not`)
+            if b is None:  # accepts nothing beside the siblings: not written
                 continue
             try:
                 resolved.append((i, self.resolve_marked(b, f"{path}/oneOf/{i}", seen)))
-                kept[i] = self.as_accepted(b, seen)
-            except _NoValue as exc:  # accepts nothing, so it can never be the one that matches
+            except _NoValue as exc:  # no value of it we can write
                 empty = exc
         if not resolved:
             raise empty or _NoValue(f"no branch accepts a value at {path}/oneOf")
-        out = []
+        out, unwritable = [], []
         for i, a in resolved:
-            others = [(j, kept[j]) for j, _ in resolved if j != i]
-            if not all(self.excludes(a, b, seen, raw[j]) for j, b in others) and isinstance(a.get("properties"), dict):
+            others = [(j, b) for j, b in kept.items() if j != i]
+            excluded = lambda a, j, b: b is not None and self.excludes(a, b, seen, raw[j])  # noqa: E731
+            if not all(excluded(a, j, b) for j, b in others) and isinstance(a.get("properties"), dict):
                 required = set(a.get("required", []))
-                drop = {k for _, b in others for k in b.get("required", []) if k not in required}
+                drop = {k for _, b in others if b is not None for k in b.get("required", []) if k not in required}
                 if drop & a["properties"].keys():
                     a = {**a, "properties": {k: v for k, v in a["properties"].items() if k not in drop}}
             try:
                 for j, b in others:
-                    if b == kept[i]:  # the same schema twice: whatever matches one matches both
+                    if b is not None and b == kept[i]:  # the same schema twice: whatever matches one matches both
                         raise _NoValue(f"branches {i} and {j} are the same schema at {path}/oneOf")
-                    if not self.excludes(a, b, seen, raw[j]):
+                    if b is not None and not excluded(a, j, b):
                         a = self.force_member_against(a, b, seen)
-                    if not self.excludes(a, b, seen, raw[j]):
-                        try:
-                            neg = {"anyOf": [a["not"], raw[j]]} if "not" in a else raw[j]  # (a finite a's own)
-                            a = self.without_not({**a, "not": neg}, f"{path}/oneOf/{i}", seen)
-                        except _NoValue:
-                            raise
-                        except SchemaError as exc:
-                            self.fail(f"{path}/oneOf", f"unsupported keyword 'oneOf' (branches {i} and {j} may both "
-                                                       f"match, and {exc})")
+                    if not excluded(a, j, b):
+                        neg = {"anyOf": [a["not"], raw[j]]} if "not" in a else raw[j]  # (a finite a's own)
+                        a = self.without_not({**a, "not": neg}, f"{path}/oneOf/{i}", seen)
             except _NoValue as exc:  # no value of branch i fails every other branch
                 empty = exc
                 continue
+            except SchemaError as exc:  # branch i cannot be made to fail branch j: not written
+                if isinstance(exc, (_DepthLimit, _TooComplex)):
+                    raise
+                unwritable.append((i, j, exc))
+                continue
             out.append(a)
+        if not out and unwritable:
+            i, j, exc = unwritable[0]
+            self.fail(f"{path}/oneOf", f"unsupported keyword 'oneOf' (branches {i} and {j} may both match, and {exc})")
         if not out:
             raise _NoValue(f"no value matches exactly one 'oneOf' branch at {path}/oneOf")
+        for i, j, exc in unwritable:
+            self.fix(f"{path or '#'}/oneOf/{i}: never written (it may match branch {j} too, and "
+                     f"{str(exc).split(' at ')[0]})")
         return out
 
     def as_accepted(self, schema: Any, seen: tuple) -> dict:
@@ -1283,8 +1322,6 @@ class _Compiler:
         n = min(max(len(prefix), lo), hi)  # as many items as the tuple declares, within the bounds
         if n > len(prefix) and rest is False:
             self.fail(path, f"minItems {lo} needs more items than the tuple's {len(prefix)}")
-        if schema.get("uniqueItems") and n > 1:
-            self.fail(f"{path}/uniqueItems", "unsupported keyword 'uniqueItems' on a tuple")
         return [prefix[i] if i < len(prefix) else rest for i in range(n)], True
 
     def contains_count(self, schema: dict, path: str) -> int:
@@ -1320,31 +1357,92 @@ class _Compiler:
                     raise
         return seq(*parts, lit("]")), n
 
-    def unique_array_regex(self, schema: dict, path: str, lo: int, hi: int, seen: tuple) -> tuple[str, int]:
-        """uniqueItems over a finite item set: every ordered selection without repetition, spelled out."""
+    def unique_array_regex(self, schema: dict, item: Any, item_regex: str, item_len: int, lo: int, hi: int,
+                           path: str, seen: tuple) -> tuple[str, int]:
+        """Arrays of lo..hi distinct items. Items from a finite set: every ordered selection without repetition,
+        spelled out where there are few; else distinct by construction — the k-th item from the k-th of hi disjoint
+        shares of the set (a fixed choice). Other items: at most one (minItems <= 1), or a fixed array of distinct
+        values found among the item's own (see `distinct_items`)."""
         from itertools import permutations
 
-        items, _, _ = self.resolve(schema.get("items", {}), f"{path}/items", seen)
-        if "enum" in items:
-            values = list(items["enum"])
-        elif "const" in items:
-            values = [items["const"]]
-        elif items.get("type") == "boolean":
-            values = [True, False]
-        elif items.get("type") == "null":
-            values = [None]
-        else:
-            self.fail(f"{path}/uniqueItems", "unsupported keyword 'uniqueItems' unless items come from a finite set")
-        lits = [json.dumps(v, separators=(",", ":"), ensure_ascii=False) for v in values]
+        resolved = self.resolve(item, f"{path}/items", seen)[0]
+        values = _finite_values(resolved)
+        if values is None:
+            if lo <= 1:
+                self.fix(f"{path or '#'}: at most one item (uniqueItems)")
+                return seq(lit("["), optional(group(item_regex)), lit("]")), 2 + item_len
+            text = _json_text(self.distinct_items(schema, [item] * lo, path, seen))
+            return Choice([text]), len(text) + 2
+        key = "const" if "const" in resolved else "enum" if "enum" in resolved else None
+        kept = [v for v in values if self.valid_member(v, resolved, key)] if key else values
+        lits = list({_canonical(v): _json_text(v) for v in kept}.values())  # (1 and 1.0 are one item)
         hi = min(hi, len(lits))
         if lo > hi:
-            self.fail(f"{path}/uniqueItems", f"minItems {lo} exceeds the {len(lits)} distinct items")
+            raise _NoValue(f"minItems {lo} exceeds the {len(lits)} distinct items at {path}/uniqueItems")
+        width = 2 + sum(sorted((len(x) + 1 for x in lits), reverse=True)[:hi])
         # counted before they are listed: 500 values taken 4 at a time are 6e10 orders
-        if sum(math.perm(len(lits), k) for k in range(lo, hi + 1)) > 5000:
-            self.fail(f"{path}/uniqueItems", f"unsupported keyword 'uniqueItems' over {len(lits)} items (too many orders)")
-        selections = [p for k in range(lo, hi + 1) for p in permutations(lits, k)]
-        return Choice("[" + ",".join(p) + "]" for p in selections), 2 + sum(sorted((len(x) + 1 for x in lits),
-                                                                              reverse=True)[:hi])
+        if sum(math.perm(len(lits), k) for k in range(lo, hi + 1)) <= 5000:
+            selections = [p for k in range(lo, hi + 1) for p in permutations(lits, k)]
+            return Choice("[" + ",".join(p) + "]" for p in selections), width
+        shares = [Choice(lits[k::hi]) for k in range(hi)]
+        self.fix(f"{path or '#'}: item k is one of every {hi}th value from the k-th on (uniqueItems)")
+        tail = None
+        for k in range(hi - 1, 0, -1):  # item k present only after item k-1; the first lo always
+            part = seq(lit(","), shares[k], *([tail] if tail is not None else []))
+            tail = group(part) if k < lo else optional(part)
+        first = seq(shares[0], *([tail] if tail is not None else []))
+        return seq(lit("["), group(first) if lo >= 1 else optional(first), lit("]")), width
+
+    def pairwise_distinct(self, items: list, seen: tuple) -> bool:
+        """Does every value we write for items[i] fail items[j] (i != j), so that a tuple's items never repeat?"""
+        try:
+            written = [self.resolve(item, "", seen)[0] for item in items]
+            accepted = [self.as_accepted(item, seen) for item in items]
+        except SchemaError:
+            return False
+        return all(self.excludes(written[i], accepted[j], seen, items[j])
+                   for i in range(len(items)) for j in range(len(items)) if i != j)
+
+    def distinct_items(self, schema: dict, items: list, path: str, seen: tuple) -> list:
+        """len(items) distinct values, the i-th valid for items[i], that as an array the array schema accepts:
+        found among random fillings of each item's own template, to be written as a fixed choice (uniqueItems where
+        items may repeat: a template cannot tell a repeat from a new value)."""
+        chosen: list = []
+        for i, item in enumerate(items):
+            taken = {_canonical(v) for v in chosen}
+            found = self.sample_values(item, f"{path}/items", seen,
+                                       lambda v: _canonical(v) not in taken, 1)
+            if not found:
+                self.fail(f"{path}/uniqueItems", f"unsupported keyword 'uniqueItems' (no distinct value found for "
+                                                 f"item {i})")
+            chosen += found
+        if not self.valid(chosen, schema):
+            self.fail(f"{path}/uniqueItems", "unsupported keyword 'uniqueItems' (the distinct values found do not "
+                                             "make a valid array)")
+        self.fix(f"{path or '#'}: always the items {_json_text(chosen)[:60]} (uniqueItems)")
+        return chosen
+
+    def sample_values(self, schema: Any, path: str, seen: tuple, accept, count: int, tries: int = 64) -> list:
+        """Up to `count` values among random fillings of `schema`'s own template that it accepts and `accept(value)`
+        passes — concrete values where a fixed choice must be made (no choice the template makes for them counts)."""
+        fixed, found = list(self.fixed), []
+        self.forced += 1
+        try:
+            template = CanvasTemplate.join(self.template(schema, path, seen))
+        finally:
+            self.forced -= 1
+            self.fixed[:] = fixed
+        generator = torch.Generator().manual_seed(0)
+        for _ in range(tries):
+            limits.check()
+            text = self.tokenizer.decode(random_filling(template, generator), skip_special_tokens=True)
+            with contextlib.suppress(ValueError):
+                value = json.loads(text)
+                if self.valid(value, schema) and accept(value):
+                    found.append(value)
+                    if len(found) == count:
+                        break
+        return found
 
     def infer_type(self, schema: dict, path: str) -> str | None:
         """A type whose keywords the schema uses (its values then meet them; other types' keywords are moot), or
@@ -1484,7 +1582,16 @@ class _Compiler:
             regexes.append(FORMATS[fmt])
             keywords.append(f"format {fmt!r}")
             bounded = self.within_lengths(schema, FORMATS[fmt][1:-1])
-        if "pattern" in schema:
+        try:
+            around = lookaround_parts(schema["pattern"]) if "pattern" in schema else None
+        except PatternError as exc:
+            self.fail(f"{path}/pattern", f"unsupported keyword 'pattern' ({exc})")
+        if around is not None:  # one match spanning the string, within what its lookarounds say of the string
+            body, required, forbidden = around
+            keywords.append(f"pattern {schema['pattern']!r}")
+            regexes += [f'"{body}"', *(f'"{r}"' for r in required)]
+            excluded = [*excluded, *(f'"{r}"' for r in forbidden)]
+        elif "pattern" in schema:
             pattern = schema["pattern"]
             keywords.append(f"pattern {pattern!r}")
             try:  # minLength / maxLength are folded into the pattern's variable part where its shape allows
@@ -1797,8 +1904,9 @@ class _Compiler:
             need = self.contains_count(schema, path)
             if not is_tuple:
                 lo = max(int(schema.get("minItems", 0)), need)
-                if schema.get("uniqueItems") and lo > 1:
-                    self.fail(f"{path}/uniqueItems", "unsupported keyword 'uniqueItems' on items too complex for a slot")
+                if schema.get("uniqueItems") and lo > 1:  # (a scaffold's items could repeat)
+                    return [self.text(_json_text(self.distinct_items(schema, items * lo, path, seen)))]
+                # (no items when the only item schema cannot be written: see array_items)
                 if need and (not items or int(schema.get("maxItems", need)) < need):
                     raise _NoValue(f"the array cannot hold the {need} items 'contains' needs at {path}/contains")
                 # one item at least, unless nested in another written-for-you value (the template stays small)
@@ -1808,6 +1916,8 @@ class _Compiler:
                 self.fix(f"{path or '#'}: always {len(items)} item(s)")
             elif need:
                 self.fail(f"{path}/contains", "unsupported keyword 'contains' on a tuple")
+            elif schema.get("uniqueItems") and not self.pairwise_distinct(items, seen):
+                return [self.text(_json_text(self.distinct_items(schema, items, path, seen)))]
             parts = [self.text("[")]
             self.forced += 1
             try:
@@ -1887,6 +1997,15 @@ class _Compiler:
         return parts + [self.text("}")]
 
 
+def random_filling(template: CanvasTemplate, generator) -> list[int]:
+    """A filling of `template` as the engine commits one (each slot's best path), from random logits."""
+    tokens = template.fixed.clone()
+    for slot in template.slots:
+        lp = torch.randn(slot.length, template.vocab_size, generator=generator).mul(3).log_softmax(-1)
+        tokens[slot.start : slot.start + slot.length] = torch.tensor(slot.automaton.best_path(lp, slot.backward))
+    return tokens.tolist()
+
+
 @dataclass
 class CompiledSchema:
     schema: dict
@@ -1897,12 +2016,7 @@ class CompiledSchema:
 
     def random_filling(self, generator) -> list[int]:
         """A filling of the template as the engine commits one, from random logits (for property tests)."""
-        t = self.template
-        tokens = t.fixed.clone()
-        for slot in t.slots:
-            lp = torch.randn(slot.length, t.vocab_size, generator=generator).mul(3).log_softmax(-1)
-            tokens[slot.start : slot.start + slot.length] = torch.tensor(slot.automaton.best_path(lp, slot.backward))
-        return tokens.tolist()
+        return random_filling(self.template, generator)
 
     def validate(self, value: Any) -> None:
         """Raise jsonschema.ValidationError unless `value` validates (formats checked, as far as jsonschema can)."""

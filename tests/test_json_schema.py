@@ -122,8 +122,6 @@ def test_generated_schemas_always_validate(schema, seed):
 @pytest.mark.parametrize(
     "schema, message",
     [
-        ({"type": "array", "items": {"type": "integer"}, "uniqueItems": True},
-         "unsupported keyword 'uniqueItems' unless items come from a finite set at /uniqueItems"),
         ({"type": "object", "required": ["a"], "properties": {"a": {"type": "array", "unevaluatedItems": {"const": 1}}}},
          "unsupported keyword 'unevaluatedItems' for type 'array' at /properties/a/unevaluatedItems"),
         ({"type": "array", "contains": {"const": 1}, "maxContains": 2},
@@ -261,8 +259,7 @@ def test_plausibility_compares_leaves_at_the_same_path():
          "no string satisfies pattern '^[a-z]{2,3}$', minLength 5 together"),
         ({"type": "string", "format": "date", "maxLength": 8}, "no string satisfies format 'date', maxLength 8 together"),
         ({"type": "string", "format": "date", "pattern": "^[a-z]"}, "no string satisfies format 'date', pattern '^[a-z]'"),
-        ({"type": "string", "pattern": "^([a-z]+-)+(?=x)$", "maxLength": 4}, "'pattern' (lookarounds are not supp"),
-        ({"type": "string", "pattern": "^(?=a)a$"}, "'pattern' (lookarounds are not supported)"),
+        ({"type": "string", "pattern": "^([a-z]+-)+(?=x)$", "maxLength": 4}, "'pattern' (lookarounds other than at"),
         ({"type": "string", "pattern": "(?i)^abc$"}, "'pattern' (inline flags are not supported)"),
         ({"type": "string", "pattern": "\\bfoo"}, "'pattern' (word boundaries are not supported)"),
         ({"type": "string", "pattern": "a^b"}, "'^' where characters can precede it is not supported"),
@@ -1436,8 +1433,6 @@ def test_compile_budget_stops_a_compile_in_cpu_time_in_any_thread():
     ({"type": "object", "minProperties": 10**9}, "minProperties 1000000000 is more than this compiler writes"),
     ({"type": "array", "minItems": 2, "contains": {"type": "null"}, "minContains": 10**9}, "minContains 1000000000"),
     ({"type": "string", "pattern": "^a{1000000000}$"}, "a repeat of more than 1000"),
-    ({"type": "array", "uniqueItems": True, "minItems": 2, "maxItems": 4, "items": {"enum": list(range(500))}},
-     "too many orders"),
 ])
 def test_sizes_are_checked_before_anything_is_built(schema, message):
     import resource
@@ -1652,3 +1647,73 @@ def test_bad_schema_files_are_one_clear_error(tmp_path, data, message):
     path.write_bytes(data)
     with pytest.raises(SchemaError, match=re.escape(message)):
         load_schema_file(path)
+
+
+@pytest.mark.parametrize("schema, fixed", [
+    # items without a finite set: at most one item where one may do, else distinct values found among the item's
+    ({"type": "array", "uniqueItems": True, "items": {"type": "string"}}, "at most one item"),
+    ({"type": "array", "uniqueItems": True, "items": {"type": "integer"}, "minItems": 3}, "always the items"),
+    ({"type": "array", "uniqueItems": True, "minItems": 2, "items": {"type": "object", "required": ["a", "b"],
+      "properties": {"a": {"type": "string"}, "b": {"type": "object", "required": ["x"], "properties": {
+          "x": {"type": "array", "items": {"type": "object", "required": ["q"], "properties": {
+              "q": {"type": "integer"}}}}}}}}}, "always the items"),
+    # a tuple whose items may repeat, and one whose items cannot
+    ({"type": "array", "uniqueItems": True, "prefixItems": [{"type": "integer"}, {"type": "integer"}],
+      "minItems": 2, "items": False}, "always the items"),
+    ({"type": "array", "uniqueItems": True, "prefixItems": [{"type": "integer"}, {"type": "string"}],
+      "minItems": 2, "items": False}, None),
+    # a finite set too large to spell every order out: distinct by construction
+    ({"type": "array", "uniqueItems": True, "minItems": 2, "maxItems": 4, "items": {"enum": list(range(500))}},
+     "item k is one of every 4th value"),
+    # values equal as JSON (1 and 1.0) count once; values the rest of the item schema refuses are left out
+    ({"type": "array", "uniqueItems": True, "minItems": 2, "maxItems": 3, "items": {"enum": [1, 1.0, True, "a"]}},
+     None),
+    ({"type": "array", "uniqueItems": True, "minItems": 2, "items": {"type": "string", "enum": ["a", 1, "b"]}},
+     None),
+])
+def test_unique_items_on_any_items(schema, fixed):
+    compiled = compile_schema(schema, TOK)
+    assert invalid_fillings(schema, 30) == []
+    if fixed is None:
+        assert not compiled.fixed
+    else:
+        assert any(fixed in note for note in compiled.fixed), compiled.fixed
+
+
+def test_unique_items_with_too_few_distinct_values_accepts_nothing():
+    with pytest.raises(SchemaError, match="minItems 3 exceeds the 2 distinct items"):
+        compile_schema({"type": "array", "uniqueItems": True, "minItems": 3, "items": {"enum": [1, 1.0, 2]}}, TOK)
+
+
+@pytest.mark.parametrize("schema", [
+    # branch 1's `not` cannot be folded into branch 0 (not of patternProperties): branch 0 is never written, and
+    # branch 1's values are made to fail branch 0
+    {"oneOf": [{"type": "object", "patternProperties": {"^x": {"type": "integer"}}},
+               {"type": "object", "required": ["a"], "properties": {"a": {"type": "string"}},
+                "additionalProperties": False}]},
+    # a branch this compiler cannot write at all still counts as one the others must fail
+    {"type": "integer", "minimum": 0, "maximum": 20, "oneOf": [{"multipleOf": 3}, {"multipleOf": 5}]},
+])
+def test_one_of_with_overlapping_branches_writes_the_branches_it_can_make_exclusive(schema):
+    assert invalid_fillings(schema, 40) == []
+
+
+@pytest.mark.parametrize("pattern, length", [
+    ("^(?=.*[A-Z])(?=.*\\d)(?!.*\\s).{8,20}$", {}),  # a password rule: lookaheads at the start
+    ("^(?!foo)[a-z]+$", {}),
+    ("(?=.*\\d)\\w+", {}),  # unanchored: the match starts the string, the lookahead reads all of it
+    ("^[a-z0-9-]+(?<!-)$", {"maxLength": 10}),  # a lookbehind at the end
+    ("^(?!.*--)[a-z-]+$", {"minLength": 3}),
+    ("^(?!\\s*$).+", {}),  # not blank: a lookahead that reads to the end
+    ("^(?=a)", {}),
+    ("^(?=a)a$", {}),
+])
+def test_patterns_with_lookarounds_at_their_ends(pattern, length):
+    schema = {"type": "string", "pattern": pattern, **length}
+    assert invalid_fillings(schema, 60) == []
+
+
+@pytest.mark.parametrize("pattern", ["^a(?=b)b$", "^(?:(?=a)a|b)$", "^(?=(?=a))a"])
+def test_lookarounds_elsewhere_are_refused_clearly(pattern):
+    with pytest.raises(SchemaError, match="lookaround"):
+        compile_schema({"type": "string", "pattern": pattern}, TOK)
