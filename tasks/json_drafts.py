@@ -135,7 +135,7 @@ def _needs_translation(root: Any) -> bool:
         node = stack.pop()
         if isinstance(node, dict):
             for key, value in node.items():
-                if key in stale or key.startswith(_OWN_PREFIX) or (
+                if key in stale or key.startswith(_OWN_PREFIX) or key == "$dynamicRef" or (
                         key == "format" and isinstance(value, str) and value not in checked):
                     return True
                 if key not in ("enum", "const", "default", "examples"):  # (data, not schemas)
@@ -216,6 +216,8 @@ class _Translator:
     def member(self, out: dict, key: str, value: Any, node: dict) -> None:
         if key == "$ref":
             out[key] = self.reference(value)
+        elif key == "$dynamicRef" and isinstance(value, str) and value.startswith("#/") and "$ref" not in node:
+            out["$ref"] = self.reference(value)  # a JSON pointer, not an anchor: it resolves as $ref does
         elif key == "format":
             if isinstance(value, str) and value in self.formats:
                 out[key] = value

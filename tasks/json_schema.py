@@ -90,7 +90,7 @@ VALIDATION_KEYWORDS = {
     "uniqueItems", "contains", "maxContains", "minContains", "maxProperties", "minProperties", "required",
     "properties", "patternProperties", "additionalProperties", "dependencies", "dependentRequired",
     "dependentSchemas", "propertyNames", "if", "then", "else", "allOf", "anyOf", "oneOf", "not", "$ref",
-    "unevaluatedItems", "unevaluatedProperties",
+    "unevaluatedItems", "unevaluatedProperties", "$dynamicRef", "$recursiveRef",
 }
 # Keywords that constrain only instances of some types; the rest (GENERIC) constrain every instance. A keyword that
 # does not apply to the type being generated is ignored, as validators ignore it.
@@ -163,7 +163,9 @@ FORMATS = {
     "date-time": f'"{_DATE}T' + r'([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](\.[0-9]{1,3})?'
                  r'(Z|[+-]([01][0-9]|2[0-3]):[0-5][0-9])"',
     "uuid": r'"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"',
-    "email": r'"[a-z0-9]([a-z0-9._+-]{0,20}[a-z0-9])?@[a-z0-9]([a-z0-9-]{0,20}[a-z0-9])?(\.[a-z]{2,6}){1,2}"',
+    # (no two dots in a row, nor a dot at either end of the local part: RFC 5322's dot-atom, which jsonschema's
+    # checker does not check but other validators do)
+    "email": r'"[a-z0-9]{1,12}([._+-][a-z0-9]{1,8}){0,2}@[a-z0-9]([a-z0-9-]{0,20}[a-z0-9])?(\.[a-z]{2,6}){1,2}"',
     "uri": r'"https?://[a-z0-9]([a-z0-9-]{0,20}[a-z0-9])?(\.[a-z0-9-]{1,20}){0,3}(/[a-zA-Z0-9._~-]{1,16}){0,4}"',
 }
 FORMATS["hostname"] = r'"[a-z0-9]([a-z0-9-]{0,20}[a-z0-9])?(\.[a-z0-9]([a-z0-9-]{0,20}[a-z0-9])?){0,3}"'
@@ -1475,7 +1477,9 @@ class _Compiler:
         for key in schema:
             if key not in VALIDATION_KEYWORDS or key in SUPPORTED[kind] or key in ("anyOf", "oneOf", "$ref"):
                 continue
-            if key in GENERIC or key in APPLIES[kind]:
+            if key in GENERIC:
+                self.fail(f"{path}/{key}", f"unsupported keyword {key!r}")
+            if key in APPLIES[kind]:
                 self.fail(f"{path}/{key}", f"unsupported keyword {key!r} for type {kind!r}")
         if kind == "string" and schema.get("format") in SPEC_FORMATS - FORMATS.keys():
             self.fail(f"{path}/format", f"unsupported keyword 'format' value {schema['format']!r}")
