@@ -104,10 +104,14 @@ def check() -> None:
 def validate_json(schema: Any, value: Any, seconds: float = 30.0) -> tuple[str, str] | None:
     """None when `value` validates against `schema` (its own draft's validator, formats checked); else (message,
     JSON path of the instance) of jsonschema's best-matching error. A schema holding a `pattern` is checked in a worker
-    process with `seconds` of wall time (ValidationTimeout past it); others here, where nothing can run away."""
+    process with `seconds` of wall time (ValidationTimeout past it); others here, where nothing can run away. Where
+    jsonschema itself fails on the schema, a DiffreasonError saying so."""
     if _has_patterns(schema):
         return _WORKER.validate(schema, value, seconds)
-    return _verdict(schema, value)
+    try:
+        return _verdict(schema, value)
+    except Exception as exc:  # jsonschema itself fails on this schema (say, a $ref into a non-schema)
+        raise DiffreasonError(f"jsonschema cannot evaluate this schema ({type(exc).__name__}: {exc})") from None
 
 
 def _has_patterns(schema: Any) -> bool:
