@@ -105,23 +105,37 @@ class CanvasTemplate:
     def from_positions(cls, vocab_size: int, positions: Iterable[int | Iterable[int] | None]) -> "CanvasTemplate":
         """Each position is an int (fixed token), None (any token) or an iterable of allowed token ids.
 
-        Equal allowed sets share one mask.
+        Equal allowed sets share one mask. Token ids are ints (numpy integers and 0-d integer tensors too) in
+        [0, vocab_size): a negative id, a bool (True is not token 1) or any other type is a TemplateError naming the
+        position — -1 would otherwise read as "free".
         """
+
+        def token_id(value, i: int, what: str) -> int:
+            is_tensor = isinstance(value, torch.Tensor)
+            integral = (isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))) or (
+                is_tensor and value.ndim == 0 and not value.dtype.is_floating_point and not value.dtype.is_complex
+                and value.dtype != torch.bool
+            )
+            if not integral:
+                raise TemplateError(f"position {i} {what} {value!r}, which is not a token id (an int)")
+            if not 0 <= int(value) < vocab_size:
+                raise TemplateError(f"position {i} {what} token {int(value)}, outside the vocabulary [0, {vocab_size})")
+            return int(value)
+
         fixed, mask_index, masks, seen = [], [], [], {}
         for i, pos in enumerate(positions):
             if pos is None:
                 fixed.append(FREE)
                 mask_index.append(ANY)
-            elif isinstance(pos, int) or (isinstance(pos, torch.Tensor) and pos.ndim == 0):
-                fixed.append(int(pos))
+            elif not isinstance(pos, Iterable) or isinstance(pos, (str, bytes)) or (
+                isinstance(pos, torch.Tensor) and pos.ndim == 0
+            ):
+                fixed.append(token_id(pos, i, "fixes"))
                 mask_index.append(ANY)
             else:
-                key = frozenset(int(t) for t in pos)
+                key = frozenset(token_id(t, i, "allows") for t in pos)
                 if not key:
                     raise TemplateError(f"position {i} has an empty allowed set")
-                bad = [t for t in key if not 0 <= t < vocab_size]
-                if bad:
-                    raise TemplateError(f"position {i} allows token {bad[0]}, outside the vocabulary [0, {vocab_size})")
                 if key not in seen:
                     seen[key] = len(masks)
                     mask = torch.zeros(vocab_size, dtype=torch.bool)

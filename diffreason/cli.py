@@ -1,25 +1,52 @@
 """The `diffreason` command line (typer + rich).
 
-Every user error is one line on stderr and exit code 2; never a traceback.
+Exit codes: 0 done; 1 some items of a batch failed (each said on stderr, the others answered); 2 bad input — one line
+on stderr starting with `error: `, never a traceback; 130 Ctrl-C, with a line saying what was kept.
+
+Every option and input is checked before torch and transformers are imported (which takes seconds to a minute on a
+busy machine): a typo fails at once. Options have documented limits (the MAX_* constants) so that a slip of the
+finger (`--steps 1000000000`) is refused rather than run for ever.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
+import math
+import os
+import signal
 import sys
+import tempfile
 from pathlib import Path
 
 import typer
-from typer import exceptions as typer_exceptions
 from rich.console import Console
 from rich.live import Live
 from rich.text import Text
+from typer import exceptions as typer_exceptions
 
 from diffreason.errors import DiffreasonError
 
 EMBEDDED_SUDOKU = Path(__file__).parent / "weights" / "sudoku-base"
 EMBEDDED_JSON = Path(__file__).parent / "weights" / "json-small"
+
+EXIT_SOME_FAILED = 1  # a batch in which some items could not be done; the others were
+EXIT_BAD_INPUT = 2  # nothing could be done: a bad option, file or model
+EXIT_INTERRUPTED = 130  # Ctrl-C (128 + SIGINT, as shells report it)
+
+MAX_DENOISING_STEPS = 4096  # solve / generate --steps, eval --budgets (the shipped schedules use 20-48)
+MAX_TRAIN_STEPS = 10**7  # train --steps, --eval-every, --save-every
+MAX_BATCH_SIZE = 4096  # a Sudoku batch's allowed mask is 0.12 MB per puzzle
+MAX_NEW_TOKENS = 65536
+MAX_SEED = 2**63 - 1  # torch's generators take signed 64-bit seeds
+MAX_THREADS = 1024
+MAX_TEMPERATURE = 100.0
+MAX_MINUTES = 100_000.0  # train --time-budget (about ten weeks)
+MAX_EVAL_PUZZLES = 100_000  # eval sudoku --n, per tier
+MAX_PUZZLE_POOL = 100_000  # train sudoku --puzzle-pool
+MAX_LAYERS = 64  # train sudoku --grow-to
+EXACT_SOLVER_NODES = 200_000  # per puzzle before `solve` trusts the model alone (real puzzles need a few thousand)
 
 app = typer.Typer(
     add_completion=False,
@@ -30,11 +57,103 @@ app = typer.Typer(
 err_console = Console(stderr=True)
 
 
+class Interrupted(Exception):
+    """Ctrl-C inside a command that caught it to say what was kept (the message); exit code 130. Not a
+    KeyboardInterrupt, which the CLI framework would turn into a bare exit code."""
+
+
+# ---- checking options (no heavy imports) ------------------------------------------------------------------------
+
+
+def _int_in(option: str, value: int | None, lo: int, hi: int) -> None:
+    """One clear error unless lo <= value <= hi (None: the option was not given)."""
+    if value is None:
+        return
+    if value < lo:
+        raise DiffreasonError(f"{option} must be at least {lo}, got {value}")
+    if value > hi:
+        raise DiffreasonError(f"{option} must be at most {hi}, got {value}")
+
+
+def _float_in(option: str, value: float | None, lo: float, hi: float, low_open: bool = True) -> None:
+    """One clear error unless value is finite and in (lo, hi] (or [lo, hi] without `low_open`)."""
+    if value is None:
+        return
+    if not math.isfinite(value):
+        raise DiffreasonError(f"{option} must be a finite number, got {value}")
+    if value < lo or (low_open and value == lo) or value > hi:
+        raise DiffreasonError(f"{option} must lie in {'(' if low_open else '['}{lo:g}, {hi:g}], got {value:g}")
+
+
+def _check_seed(seed: int) -> None:
+    _int_in("--seed", seed, 0, MAX_SEED)
+
+
+def _check_device(device: str) -> None:
+    if device not in ("auto", "cpu", "cuda"):
+        raise DiffreasonError(f"--device must be auto, cpu or cuda, got {device!r}")
+
+
+def _check_temperatures(t_max: float | None, t_min: float | None) -> None:
+    _float_in("--t-max", t_max, 0.0, MAX_TEMPERATURE)
+    _float_in("--t-min", t_min, 0.0, MAX_TEMPERATURE, low_open=False)
+
+
+def _check_model_dir(model: Path | None) -> None:
+    """A --model that is no checkpoint fails here, before the imports that loading needs."""
+    from diffreason.model import check_checkpoint
+
+    if model is not None:
+        check_checkpoint(model)
+
+
+def _writable_dir(path: Path, what: str) -> None:
+    """Create `path` (and its parents) if needed and make sure files can be written in it; `what` names it."""
+    if path.exists() and not path.is_dir():
+        raise DiffreasonError(f"{what} {str(path)!r} is a file, not a directory")
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=path):
+            pass
+    except OSError as exc:
+        raise DiffreasonError(f"{what} {str(path)!r} cannot be written: {exc.strerror or exc}") from None
+
+
+def _check_prompt(prompt: str) -> None:
+    """The prompt must be text the tokenizer can read: undecodable bytes in an argument reach Python as lone
+    surrogates, which no tokenizer takes."""
+    try:
+        prompt.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise DiffreasonError(
+            f"the prompt is not valid text: character {exc.start + 1} is {prompt[exc.start]!r} (bytes that are not "
+            "UTF-8 in the argument?)"
+        ) from None
+
+
+THREADS_OPTION = typer.Option(
+    1, "--threads", help="CPU threads for torch (0: torch's default, every core). Default 1: these models are small, "
+    "and on a busy machine torch's every-core default ran 8-22x slower than one thread",
+)
+SEED_HELP = f"random seed, 0 to {MAX_SEED}; the same seed gives the same output"
+
+
+def _runtime(threads: int | None) -> None:
+    """Import torch and transformers (seconds to a minute: only once the input is known to be good), quiet
+    transformers' logging and progress bars, and apply --threads (`None`: leave torch's setting)."""
+    _int_in("--threads", threads, 0, MAX_THREADS)
+    import torch
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()
+    hf_logging.set_verbosity_error()
+    if threads:
+        torch.set_num_threads(threads)
+
+
 def _sampler_config(lm, steps: int | None, fast: bool):
     updates = {}
     if steps is not None:
-        if steps < 1:
-            raise DiffreasonError(f"--steps must be at least 1, got {steps}")
         updates["max_denoising_steps"] = steps
     if fast:
         updates["draws"] = "fast"
@@ -47,29 +166,39 @@ def generate(
     model: Path = typer.Option(
         None, "--model", "-m", help="DiffusionGemma checkpoint directory (default: the embedded JSON model)"
     ),
-    steps: int = typer.Option(None, "--steps", help="max denoising steps per canvas (default: the checkpoint's)"),
-    seed: int = typer.Option(0, "--seed", help="random seed; the same seed gives the same output"),
-    max_new_tokens: int = typer.Option(None, "--max-new-tokens", help="default: the checkpoint's (256)"),
+    steps: int = typer.Option(
+        None, "--steps", help=f"max denoising steps per canvas, 1 to {MAX_DENOISING_STEPS} (default: the checkpoint's)"
+    ),
+    seed: int = typer.Option(0, "--seed", help=SEED_HELP),
+    max_new_tokens: int = typer.Option(
+        None, "--max-new-tokens", help=f"1 to {MAX_NEW_TOKENS} (default: the checkpoint's, 256)"
+    ),
     fast: bool = typer.Option(False, "--fast", help="fast random draws (not token-identical to transformers)"),
     schema: Path = typer.Option(None, "--schema", help="JSON Schema file: the output is a JSON value that validates"),
     watch: bool = typer.Option(False, "--watch", help="show the canvas denoising live"),
     as_json: bool = typer.Option(False, "--json", help="print one JSON object"),
+    threads: int = THREADS_OPTION,
 ) -> None:
     """Generate text from PROMPT by block diffusion (with --schema: a JSON value that validates)."""
-    from diffreason.engine import Engine
-    from diffreason.model import load_model
-
-    if max_new_tokens is not None and max_new_tokens < 1:
-        raise DiffreasonError(f"--max-new-tokens must be at least 1, got {max_new_tokens}")
+    _int_in("--steps", steps, 1, MAX_DENOISING_STEPS)
+    _int_in("--max-new-tokens", max_new_tokens, 1, MAX_NEW_TOKENS)
+    _check_seed(seed)
+    _int_in("--threads", threads, 0, MAX_THREADS)
+    _check_prompt(prompt)
+    _check_model_dir(model)
     schema_dict = None
     if schema is not None:
-        from diffreason.tasks.json_schema import load_schema
+        from diffreason.tasks.json_schema import load_schema_file
 
-        schema_dict = load_schema(schema)  # file errors before the model loads
+        schema_dict = load_schema_file(schema)  # file errors before the model loads
     if model is None:
         if not (EMBEDDED_JSON / "config.json").is_file():
             raise DiffreasonError(f"the embedded JSON model is missing ({EMBEDDED_JSON}); pass --model DIR")
         model = EMBEDDED_JSON
+    _runtime(threads)
+    from diffreason.engine import Engine
+    from diffreason.model import load_model
+
     if schema_dict is not None:
         from diffreason.structured import generate as generate_structured
 
@@ -104,19 +233,25 @@ def generate(
 
 @app.command("build-model")
 def build_model_cmd(
-    out: Path = typer.Argument(..., help="directory to write the checkpoint to"),
+    out: Path = typer.Argument(..., help="directory to write the checkpoint to (new, or empty)"),
     preset: str = typer.Option("tiny", "--preset", help="model size preset: tiny or small"),
-    seed: int = typer.Option(0, "--seed", help="weight initialisation seed"),
+    seed: int = typer.Option(0, "--seed", help=f"weight initialisation seed, 0 to {MAX_SEED}"),
 ) -> None:
     """Write a randomly initialised DiffusionGemma checkpoint (HF directory) of a preset size."""
-    from diffreason.model import PRESETS, build_model
+    from diffreason.model import PRESETS
 
     if preset not in PRESETS:
         raise DiffreasonError(f"unknown preset {preset!r}; choose one of {', '.join(PRESETS)}")
+    _check_seed(seed)
     if out.exists() and not out.is_dir():
         raise DiffreasonError(f"{str(out)!r} exists and is not a directory")
     if out.is_dir() and any(out.iterdir()):
         raise DiffreasonError(f"{str(out)!r} is not empty; choose a new directory")
+    # the checkpoint is written beside OUT and renamed into place (atomic), so OUT's parent must take files
+    _writable_dir(Path(os.path.abspath(out)).parent, "OUT's directory")
+    _runtime(None)
+    from diffreason.model import build_model
+
     lm = build_model(preset, seed=seed)
     lm.save(out)
     n = sum(p.numel() for p in lm.model.parameters())
@@ -127,24 +262,13 @@ train_app = typer.Typer(no_args_is_help=True, help="Fine-tune a DiffusionGemma w
 app.add_typer(train_app, name="train")
 
 
-def _first_error(exc: ValueError) -> str:
-    """One line for a pydantic validation error (its first problem), or the message of any other ValueError."""
-    errors = getattr(exc, "errors", None)
-    if callable(errors) and errors():
-        e = errors()[0]
-        where = ".".join(str(part) for part in e.get("loc", ()))
-        msg = e["msg"].removeprefix("Value error, ")
-        return f"{where}: {msg}" if where else msg
-    return " ".join(str(exc).split())
-
-
 def _resolve_device(device: str) -> str:
     """`auto` → cuda when present, else cpu; a device this machine lacks is one clear error."""
     import torch
 
     if device == "auto":
         device = "cuda" if torch.cuda.is_available() else "cpu"
-    if device not in ("cpu", "cuda") or (device == "cuda" and not torch.cuda.is_available()):
+    if device == "cuda" and not torch.cuda.is_available():
         raise DiffreasonError(f"--device {device} is not available here; use cpu")
     return device
 
@@ -153,33 +277,74 @@ PRECISION_OPTION = typer.Option(
     "fp32", "--precision", help="fp32, or bf16: bfloat16 autocast (float32 weights), faster on a GPU",
 )
 TIME_BUDGET_OPTION = typer.Option(
-    None, "--time-budget", help="wall-clock minutes: the learning-rate schedule (and any curriculum) ends with whichever "
-    "of --steps or the time runs out first",
+    None, "--time-budget", help="wall-clock minutes (at most 100000): the learning-rate schedule (and any curriculum) "
+    "ends with whichever of --steps or the time runs out first",
 )
+SAVE_EVERY_OPTION = typer.Option(100, "--save-every", help="write a checkpoint every N steps (and at the end)")
 
 
-def _training_setup(device: str, threads: int, **config):
-    """The device to train on and the TrainConfig, with every bad option as one clear error."""
+def _check_training_options(steps: int, batch_size: int, lr: float, eval_every: int, save_every: int,
+                            seed: int, device: str, threads: int, precision: str, time_budget: float | None) -> None:
+    """The options every `train` command shares, each refused with its limits."""
+    _int_in("--steps", steps, 1, MAX_TRAIN_STEPS)
+    _int_in("--batch-size", batch_size, 1, MAX_BATCH_SIZE)
+    _float_in("--lr", lr, 0.0, 1.0)
+    _int_in("--eval-every", eval_every, 0, MAX_TRAIN_STEPS)
+    _int_in("--save-every", save_every, 1, MAX_TRAIN_STEPS)
+    _check_seed(seed)
+    _check_device(device)
+    _int_in("--threads", threads, 0, MAX_THREADS)
+    if precision not in ("fp32", "bf16"):
+        raise DiffreasonError(f"--precision must be fp32 or bf16, got {precision!r}")
+    _float_in("--time-budget", time_budget, 0.0, MAX_MINUTES)
+
+
+def _prepare_run_dir(run_dir: Path) -> None:
+    """A --run-dir that cannot hold a run fails before any model loads (checked last: it creates the directory)."""
+    _writable_dir(run_dir, "--run-dir")
+    model_dir = run_dir / "model"
+    if model_dir.exists() and not (model_dir / "config.json").is_file() and (
+        not model_dir.is_dir() or any(model_dir.iterdir())
+    ):
+        raise DiffreasonError(f"--run-dir {str(run_dir)!r} holds a 'model' that is not a checkpoint; choose another")
+
+
+def _train_config(device: str, threads: int, time_budget: float | None, **config):
+    """The device to train on and the TrainConfig (after the options were checked; this imports torch)."""
     import torch
 
+    from diffreason.model import describe_validation_error
     from diffreason.train import TrainConfig
 
+    _runtime(threads)
     device = _resolve_device(device)
-    if threads < 0:
-        raise DiffreasonError("--threads must be >= 0")
-    if threads:
-        torch.set_num_threads(threads)
     if device == "cuda":
         torch.backends.cuda.matmul.allow_tf32 = True  # TF32 matmuls: faster, and precise enough for training
-    minutes = config.pop("time_budget", None)
-    if minutes is not None:
-        if minutes <= 0:
-            raise DiffreasonError("--time-budget must be > 0 minutes")
-        config["time_budget"] = 60.0 * minutes
+    if time_budget is not None:
+        config["time_budget"] = 60.0 * time_budget
     try:
         return device, TrainConfig(**config)
     except ValueError as exc:
-        raise DiffreasonError(_first_error(exc)) from None
+        raise DiffreasonError(describe_validation_error(exc)) from None
+
+
+def _train(lm, batches, cfg, run_dir: Path, **kwargs) -> None:
+    """`diffreason.train.train`, with Ctrl-C said as what was kept."""
+    from diffreason.train import TrainingInterrupted, train
+
+    try:
+        train(lm, batches, cfg, run_dir, console=err_console, **kwargs)
+    except TrainingInterrupted as exc:
+        if exc.checkpoint_step is None:
+            raise Interrupted(f"no checkpoint was written yet in {run_dir}") from None
+        raise Interrupted(
+            f"kept the checkpoint of step {exc.checkpoint_step} in {run_dir}; rerun the same command to resume"
+        ) from None
+    err_console.print(f"model written to {run_dir / 'model'}")
+
+
+def _not_started(run_dir: Path) -> Interrupted:
+    return Interrupted(f"before training began; {run_dir} is as it was")
 
 
 @train_app.command("sudoku")
@@ -189,11 +354,13 @@ def train_sudoku(
         "sudoku-small", "--preset", help="model size: sudoku-small (CPU-sized) or sudoku-base (GPU-sized; the embedded "
         "model's)"
     ),
-    steps: int = typer.Option(3000, "--steps", help="total optimiser steps (a rerun resumes up to this)"),
-    batch_size: int = typer.Option(64, "--batch-size"),
-    lr: float = typer.Option(1e-3, "--lr", help="peak learning rate (warmup, then cosine)"),
+    steps: int = typer.Option(3000, "--steps", help=f"total optimiser steps, at most {MAX_TRAIN_STEPS} (a rerun "
+                              "resumes up to this)"),
+    batch_size: int = typer.Option(64, "--batch-size", help=f"1 to {MAX_BATCH_SIZE}"),
+    lr: float = typer.Option(1e-3, "--lr", help="peak learning rate, in (0, 1] (warmup, then cosine)"),
     eval_every: int = typer.Option(250, "--eval-every", help="held-out solve rate every N steps (0: never)"),
-    seed: int = typer.Option(0, "--seed"),
+    save_every: int = SAVE_EVERY_OPTION,
+    seed: int = typer.Option(0, "--seed", help=SEED_HELP),
     device: str = typer.Option("auto", "--device", help="auto, cpu or cuda"),
     init_from: Path | None = typer.Option(
         None, "--init-from", help="start from this checkpoint's weights (e.g. the embedded model) instead of fresh ones"
@@ -201,13 +368,15 @@ def train_sudoku(
     curriculum: bool = typer.Option(
         True, "--curriculum/--no-curriculum", help="blanks grow from few to many (off: full difficulty from step 0)"
     ),
-    threads: int = typer.Option(0, "--threads", help="CPU threads for torch (0: torch's default)"),
+    threads: int = THREADS_OPTION,
     puzzle_fraction: float = typer.Option(
-        0.0, "--puzzle-fraction", min=0.0, max=1.0,
-        help="share of each batch drawn from uniquely solvable generated puzzles (mostly hard / extreme) instead of "
-        "random blanks",
+        0.0, "--puzzle-fraction",
+        help="share of each batch, in [0, 1], drawn from uniquely solvable generated puzzles (mostly hard / extreme) "
+        "instead of random blanks",
     ),
-    puzzle_pool: int = typer.Option(2000, "--puzzle-pool", min=1, help="how many unique puzzles to generate for it"),
+    puzzle_pool: int = typer.Option(
+        2000, "--puzzle-pool", help=f"how many unique puzzles to generate for it (1 to {MAX_PUZZLE_POOL})"
+    ),
     grow_to: int | None = typer.Option(
         None, "--grow-to", help="with --init-from: first deepen that model to this many layers, computing the same "
         "function (added layers start as identities), then train"
@@ -216,56 +385,75 @@ def train_sudoku(
     precision: str = PRECISION_OPTION,
     time_budget: float | None = TIME_BUDGET_OPTION,
 ) -> None:
-    """Train a Sudoku solver (resumable: rerun the same command to continue)."""
-    import torch
-
+    """Train a Sudoku solver (resumable: rerun the same command to continue; Ctrl-C keeps the last checkpoint)."""
     from diffreason.tasks import sudoku
-    from diffreason.train import resume_or_build, train
 
-    device, cfg = _training_setup(device, threads, steps=steps, batch_size=batch_size, lr=lr, eval_every=eval_every,
-                                  seed=seed, time_budget=time_budget, precision=precision)
+    _check_training_options(steps, batch_size, lr, eval_every, save_every, seed, device, threads, precision,
+                            time_budget)
+    if preset not in sudoku.MODEL_PRESETS:
+        raise DiffreasonError(f"unknown --preset {preset!r}; choose one of {', '.join(sudoku.MODEL_PRESETS)}")
+    _float_in("--puzzle-fraction", puzzle_fraction, 0.0, 1.0, low_open=False)
+    _int_in("--puzzle-pool", puzzle_pool, 1, MAX_PUZZLE_POOL)
+    _int_in("--grow-to", grow_to, 1, MAX_LAYERS)
     if eval_tier not in sudoku.TIERS:
         raise DiffreasonError(f"--eval-tier {eval_tier!r}: choose one of {', '.join(sudoku.TIERS)}")
     if grow_to is not None and init_from is None:
         raise DiffreasonError("--grow-to deepens the --init-from model; give --init-from too")
-    if init_from is not None:
-        from diffreason.model import grow_depth, load_model
+    _check_model_dir(init_from)
+    _prepare_run_dir(run_dir)
+    try:
+        device, cfg = _train_config(device, threads, time_budget, steps=steps, batch_size=batch_size, lr=lr,
+                                    eval_every=eval_every, save_every=save_every, seed=seed, precision=precision)
+        import torch
 
-        base = load_model(init_from)
-        if base.tokenizer.get_vocab() != sudoku.make_tokenizer().get_vocab():
-            raise DiffreasonError(f"--init-from {str(init_from)!r} is not a Sudoku model (its vocabulary differs)")
-        # deepened only for a new run: a resumed one already has its (deeper) weights in the run directory
-        build = lambda: base if grow_to is None else grow_depth(base, grow_to)  # noqa: E731
-    else:
-        build = lambda: sudoku.build_sudoku_model(preset, seed)  # noqa: E731
-    lm = resume_or_build(run_dir, build)
-    lm.model.to(device)
-    if puzzle_fraction > 0:
-        from rich.progress import Progress
+        from diffreason.train import resume_or_build
 
-        with Progress(console=err_console, transient=True) as bar:
-            task = bar.add_task("generating training puzzles", total=puzzle_pool)
-            stream = sudoku.SudokuStream(seed, puzzle_fraction=puzzle_fraction, puzzle_pool_size=puzzle_pool,
-                                         progress=lambda: bar.advance(task))
-    else:
-        stream = sudoku.SudokuStream(seed)
-    batches = sudoku.sft_batches(stream, torch.Generator().manual_seed(seed), curriculum=curriculum, device=device)
-    train(
-        lm, batches, cfg, run_dir, evaluate=sudoku.heldout_evaluator(tier=eval_tier),
-        stream_state=(stream.state_dict, stream.load_state_dict), console=err_console,
-    )
-    err_console.print(f"model written to {run_dir / 'model'}")
+        if init_from is not None:
+            from diffreason.model import grow_depth, load_model
+
+            base = load_model(init_from)
+            if base.tokenizer.get_vocab() != sudoku.make_tokenizer().get_vocab():
+                raise DiffreasonError(f"--init-from {str(init_from)!r} is not a Sudoku model (its vocabulary differs)")
+            # deepened only for a new run: a resumed one already has its (deeper) weights in the run directory
+            build = lambda: base if grow_to is None else grow_depth(base, grow_to)  # noqa: E731
+        else:
+            build = lambda: sudoku.build_sudoku_model(preset, seed)  # noqa: E731
+        lm = resume_or_build(run_dir, build)
+        try:
+            sudoku.check_vocabulary(lm)
+        except DiffreasonError:
+            raise DiffreasonError(
+                f"--run-dir {str(run_dir)!r} holds a run of another task (its model is not a Sudoku model); choose "
+                "another --run-dir"
+            ) from None
+        lm.model.to(device)
+        if puzzle_fraction > 0:
+            from rich.progress import Progress
+
+            with Progress(console=err_console, transient=True) as bar:
+                task = bar.add_task("generating training puzzles", total=puzzle_pool)
+                stream = sudoku.SudokuStream(seed, puzzle_fraction=puzzle_fraction, puzzle_pool_size=puzzle_pool,
+                                             progress=lambda: bar.advance(task))
+        else:
+            stream = sudoku.SudokuStream(seed)
+        batches = sudoku.sft_batches(stream, torch.Generator().manual_seed(seed), curriculum=curriculum, device=device)
+    except KeyboardInterrupt:
+        raise _not_started(run_dir) from None
+    _train(lm, batches, cfg, run_dir, evaluate=sudoku.heldout_evaluator(tier=eval_tier),
+           stream_state=(stream.state_dict, stream.load_state_dict))
 
 
 @train_app.command("json")
 def train_json(
     schemas: Path = typer.Option(..., "--schemas", help="jsonschemabench-style directory: schema files with instances"),
     run_dir: Path = typer.Option(Path("runs/json-small"), "--run-dir", help="checkpoints, logs and RUN/model"),
-    steps: int = typer.Option(2000, "--steps", help="total optimiser steps (a rerun resumes up to this)"),
-    batch_size: int = typer.Option(32, "--batch-size"),
-    lr: float = typer.Option(1e-3, "--lr", help="peak learning rate (warmup, then cosine)"),
-    seed: int = typer.Option(0, "--seed"),
-    threads: int = typer.Option(0, "--threads", help="CPU threads for torch (0: torch's default)"),
+    steps: int = typer.Option(2000, "--steps", help=f"total optimiser steps, at most {MAX_TRAIN_STEPS} (a rerun "
+                              "resumes up to this)"),
+    batch_size: int = typer.Option(32, "--batch-size", help=f"1 to {MAX_BATCH_SIZE}"),
+    lr: float = typer.Option(1e-3, "--lr", help="peak learning rate, in (0, 1] (warmup, then cosine)"),
+    save_every: int = SAVE_EVERY_OPTION,
+    seed: int = typer.Option(0, "--seed", help=SEED_HELP),
+    threads: int = THREADS_OPTION,
     device: str = typer.Option("auto", "--device", help="auto, cpu or cuda"),
     init_from: Path | None = typer.Option(
         None, "--init-from", help="start from this JSON model's weights and tokenizer (e.g. the embedded one)"
@@ -273,32 +461,39 @@ def train_json(
     precision: str = PRECISION_OPTION,
     time_budget: float | None = TIME_BUDGET_OPTION,
 ) -> None:
-    """Train the JSON model on (prompt, object) pairs from the schemas' valid instances (resumable)."""
-    import torch
-
-    from diffreason.model import load_model
-    from diffreason.tasks import json_corpus
-    from diffreason.train import train
-
+    """Train the JSON model on (prompt, object) pairs from the schemas' valid instances (resumable; Ctrl-C keeps the
+    last checkpoint)."""
     if not schemas.is_dir():
         raise DiffreasonError(f"--schemas {str(schemas)!r} is not a directory")
-    device, cfg = _training_setup(device, threads, steps=steps, batch_size=batch_size, lr=lr, eval_every=0, seed=seed,
-                                  time_budget=time_budget, precision=precision)
-    pairs = json_corpus.load_pairs(schemas)
-    if (run_dir / "model" / "config.json").is_file():
-        lm = load_model(run_dir / "model")
-    elif init_from is not None:
-        lm = load_model(init_from)
-    else:
-        lm = json_corpus.build_json_model(json_corpus.make_tokenizer(pairs), seed)
-    lm.model.to(device)
-    stream = json_corpus.JsonStream(pairs, lm.tokenizer, seed)
+    _check_training_options(steps, batch_size, lr, 0, save_every, seed, device, threads, precision, time_budget)
+    _check_model_dir(init_from)
+    _prepare_run_dir(run_dir)
+    try:
+        device, cfg = _train_config(device, threads, time_budget, steps=steps, batch_size=batch_size, lr=lr,
+                                    eval_every=0, save_every=save_every, seed=seed, precision=precision)
+        import torch
+
+        from diffreason.model import load_model
+        from diffreason.tasks import json_corpus, sudoku
+        from diffreason.train import resume_or_build
+
+        pairs = json_corpus.load_pairs(schemas)
+        if init_from is not None:
+            build = lambda: load_model(init_from)  # noqa: E731
+        else:
+            build = lambda: json_corpus.build_json_model(json_corpus.make_tokenizer(pairs), seed)  # noqa: E731
+        resumed = (run_dir / "model" / "config.json").is_file()
+        lm = resume_or_build(run_dir, build)
+        if sudoku.is_sudoku_model(lm):
+            where = f"--run-dir {str(run_dir)!r} holds a run of" if resumed else f"--init-from {str(init_from)!r} is"
+            raise DiffreasonError(f"{where} a Sudoku model, not a JSON one; choose another")
+        lm.model.to(device)
+        stream = json_corpus.JsonStream(pairs, lm.tokenizer, seed)
+    except KeyboardInterrupt:
+        raise _not_started(run_dir) from None
     err_console.print(f"{len(stream.examples)} training objects from {len(pairs)} valid instances")
-    train(
-        lm, stream.batches(torch.Generator().manual_seed(seed)), cfg, run_dir,
-        stream_state=(stream.state_dict, stream.load_state_dict), console=err_console,
-    )
-    err_console.print(f"model written to {run_dir / 'model'}")
+    _train(lm, stream.batches(torch.Generator().manual_seed(seed)), cfg, run_dir,
+           stream_state=(stream.state_dict, stream.load_state_dict))
 
 
 solve_app = typer.Typer(no_args_is_help=True, help="Solve constraint problems with a diffusion model.")
@@ -307,10 +502,9 @@ eval_app = typer.Typer(no_args_is_help=True, help="Evaluate models; reports go t
 app.add_typer(eval_app, name="eval")
 
 
-
 def _sudoku_model(model: Path | None, t_max: float | None = None, t_min: float | None = None):
     """The checkpoint, with its sampler's temperature schedule overridden where asked."""
-    from diffreason.model import load_model
+    from diffreason.model import describe_validation_error, load_model
     from diffreason.sampler import SamplerConfig
 
     if model is None:
@@ -323,123 +517,300 @@ def _sudoku_model(model: Path | None, t_max: float | None = None, t_min: float |
         try:
             lm.sampler_config = SamplerConfig(**{**lm.sampler_config.model_dump(), **update})
         except ValueError as exc:
-            raise DiffreasonError(_first_error(exc)) from None
+            raise DiffreasonError(describe_validation_error(exc)) from None
     return lm
 
 
-T_MAX_OPTION = typer.Option(None, "--t-max", help="temperature at the first step (default: the checkpoint's)")
-T_MIN_OPTION = typer.Option(None, "--t-min", help="temperature the schedule falls towards (default: the checkpoint's)")
+T_MAX_OPTION = typer.Option(
+    None, "--t-max", help=f"temperature at the first step, in (0, {MAX_TEMPERATURE:g}] (default: the checkpoint's)"
+)
+T_MIN_OPTION = typer.Option(
+    None, "--t-min", help=f"temperature the schedule falls towards, in [0, {MAX_TEMPERATURE:g}] (default: the "
+    "checkpoint's)"
+)
 
 
-def _read_puzzles(puzzle: str | None, file: Path | None) -> list[tuple[str, list[int]]]:
+def _read_puzzles(puzzle: str | None, file: Path | None):
+    """(the puzzles given, where they come from: the --file name, 'stdin', or None for the PUZZLE argument).
+
+    A malformed PUZZLE argument, or a source with no puzzle at all, is an error; a file's bad puzzles are entries
+    with an error (`sudoku.read_puzzles`), so that its good ones are still answered.
+    """
     from diffreason.tasks import sudoku
 
     if puzzle is not None and file is not None:
         raise DiffreasonError("give a PUZZLE or --file, not both")
+    if puzzle is not None:
+        return [sudoku.PuzzleEntry(1, puzzle.strip(), cells=sudoku.parse(puzzle))], None
     if file is not None:
-        if not file.is_file():
-            raise DiffreasonError(f"--file {str(file)!r} does not exist")
-        source, text = str(file), file.read_text()
-    elif puzzle is not None:
-        source, text = None, puzzle
-    else:
-        if sys.stdin.isatty():
-            raise DiffreasonError("no puzzle: give PUZZLE, --file F (one per line) or puzzles on stdin")
-        source, text = "stdin", sys.stdin.read()
-    lines = [text] if source is None else text.splitlines()
-    # A 9-line grid (or any text whose cells add up to 81 only together) is one puzzle.
-    if source is not None and len(lines) > 1 and all(len(ln.strip()) < 81 for ln in lines if ln.strip()):
-        lines = [text]
-    out = []
-    for n, line in enumerate(lines, 1):
-        if not line.strip() or line.lstrip().startswith("#"):
-            continue
+        source = str(file)
+        if not file.exists():
+            raise DiffreasonError(f"--file {source!r} does not exist")
+        if file.is_dir():
+            raise DiffreasonError(f"--file {source!r} is a directory; give a file of puzzles")
         try:
-            out.append((line.strip(), sudoku.parse(line)))
-        except sudoku.SudokuError as exc:
-            raise DiffreasonError(f"{source} line {n}: {exc}" if source and len(lines) > 1 else str(exc)) from None
-    if not out:
-        raise DiffreasonError(f"no puzzle found in {source}")
-    return out
+            data = file.read_bytes()
+        except OSError as exc:
+            raise DiffreasonError(f"cannot read --file {source!r}: {exc.strerror or exc}") from None
+    else:
+        source, stdin = "stdin", sys.stdin
+        try:
+            interactive = stdin is not None and stdin.isatty()
+        except ValueError:  # closed
+            stdin = None
+        if stdin is None or interactive:
+            closed = " (stdin is closed)" if stdin is None else ""
+            raise DiffreasonError(f"no puzzle: give PUZZLE, --file F (one per line) or puzzles on stdin{closed}")
+        data = stdin.buffer.read() if hasattr(stdin, "buffer") else stdin.read()
+    if isinstance(data, bytes) and b"\0" in data:
+        raise DiffreasonError(f"{source} is not a text file of puzzles (it holds NUL bytes)")
+    entries = sudoku.read_puzzles(data)
+    if not entries:
+        raise DiffreasonError(f"no puzzle found in {source}" + ("" if data.strip() else ": it is empty"))
+    return entries, source
+
+
+def _solution_counts(entries) -> dict[int, int | None]:
+    """Entry index -> its solutions by the exact solver (0, 1, or 2 for several; None when the search was cut short),
+    for the readable entries; one with none gets its error here, so that no model time goes to it."""
+    from diffreason.tasks import sudoku
+
+    counts: dict[int, int | None] = {}
+    for i, e in enumerate(entries):
+        if e.cells is not None:
+            solutions, stats = sudoku.solve_exact(e.cells, limit=2, max_nodes=EXACT_SOLVER_NODES)
+            counts[i] = len(solutions) if stats.complete or solutions else None
+            if counts[i] == 0:
+                e.error = "puzzle has no solution (no two givens conflict, but no grid completes them)"
+    return counts
+
+
+def _where(source: str | None, entry) -> str:
+    """Where a puzzle is, for messages: 'FILE line N' (nothing for the PUZZLE argument)."""
+    return "" if source is None else f"{source} line {entry.line}: "
+
+
+def _stderr_line(line: str) -> None:
+    """One line on stderr, whatever it holds: newlines are joined, markup-like brackets printed as they are."""
+    err_console.print(" ".join(line.split()), markup=False, highlight=False, soft_wrap=True)
 
 
 @solve_app.command("sudoku")
 def solve_sudoku(
     puzzle: str = typer.Argument(None, help="81 cells, '.' or '0' for blanks (or use --file / stdin)"),
-    file: Path = typer.Option(None, "--file", "-f", help="one puzzle per line"),
+    file: Path = typer.Option(
+        None, "--file", "-f", help="puzzles: one per line (81 cells) or 9-line grids (blank lines between grids); "
+        "'#' starts a comment"
+    ),
     model: Path = typer.Option(None, "--model", "-m", help="Sudoku checkpoint (default: the embedded one)"),
     mode: str = typer.Option("model", "--mode", help="model (plain sampler) or verified (task-aware re-noising)"),
-    steps: int = typer.Option(None, "--steps", help="max denoising steps (default: the checkpoint's, 48)"),
-    seed: int = typer.Option(0, "--seed"),
-    batch_size: int = typer.Option(64, "--batch-size"),
+    steps: int = typer.Option(
+        None, "--steps", help=f"max denoising steps, 1 to {MAX_DENOISING_STEPS} (default: the checkpoint's)"
+    ),
+    seed: int = typer.Option(0, "--seed", help=f"random seed, 0 to {MAX_SEED} (puzzle k uses seed + k)"),
+    batch_size: int = typer.Option(64, "--batch-size", help=f"puzzles solved together, 1 to {MAX_BATCH_SIZE}"),
     watch: bool = typer.Option(False, "--watch", help="show the grid denoising live (first puzzle)"),
-    as_json: bool = typer.Option(False, "--json", help="JSON lines, one object per puzzle, in input order"),
+    as_json: bool = typer.Option(
+        False, "--json", help="JSON lines, one object per puzzle in input order: puzzle, solution, solved, steps, "
+        "mode, seconds, line, has_solution, unique; a puzzle that cannot be answered: line, input, error"
+    ),
     t_max: float = T_MAX_OPTION,
     t_min: float = T_MIN_OPTION,
+    threads: int = THREADS_OPTION,
 ) -> None:
-    """Solve Sudoku puzzles with a diffusion model."""
-    import time
+    """Solve Sudoku puzzles with a diffusion model.
 
-    from rich.progress import Progress
+    Each puzzle is checked first, with the exact solver too; one that cannot be answered does not stop the others.
+
+    A malformed puzzle, conflicting givens or no solution: an error line (and an error record under --json).
+
+    Exit code: 0 every puzzle answered (solved or not), 1 some could not be, 2 none could (or a bad option).
+
+    Ctrl-C: exit code 130, after the answers so far (each batch's answers are printed as it finishes).
+    """
+    import time
 
     from diffreason.tasks import sudoku
 
     if mode not in sudoku.MODES:
         raise DiffreasonError(f"--mode must be one of {', '.join(sudoku.MODES)}, got {mode!r}")
-    if steps is not None and steps < 1:
-        raise DiffreasonError(f"--steps must be at least 1, got {steps}")
-    if batch_size < 1:
-        raise DiffreasonError(f"--batch-size must be at least 1, got {batch_size}")
-    items = _read_puzzles(puzzle, file)
-    lm = _sudoku_model(model, t_max, t_min)
-    sudoku.check_vocabulary(lm)
-    t = time.perf_counter()
-    grids = [g for _, g in items]
-    watcher = GridWatcher([g for g in grids[:1]], steps or lm.sampler_config.max_denoising_steps) if watch else None
-    if len(grids) > 1 and not watch:
-        with Progress(console=err_console, transient=True) as bar:
-            task = bar.add_task("solving", total=len(grids))
-            results = sudoku.solve(lm, grids, mode, seed, steps, batch_size, progress=lambda k: bar.advance(task, k))
-    elif watcher is not None:
-        with watcher:
-            results = sudoku.solve(lm, grids, mode, seed, steps, batch_size, callback=watcher)
-    else:
-        results = sudoku.solve(lm, grids, mode, seed, steps, batch_size)
-    elapsed = time.perf_counter() - t
-    out = Console()
-    for (_, grid), res in zip(items, results):
+    _int_in("--steps", steps, 1, MAX_DENOISING_STEPS)
+    _int_in("--batch-size", batch_size, 1, MAX_BATCH_SIZE)
+    _check_seed(seed)
+    _check_temperatures(t_max, t_min)
+    _int_in("--threads", threads, 0, MAX_THREADS)
+    _check_model_dir(model)
+    try:
+        entries, source = _read_puzzles(puzzle, file)
+    except KeyboardInterrupt:  # (reading a slow stdin)
+        raise Interrupted("while reading the puzzles; none was answered") from None
+    counts = _solution_counts(entries)
+    failed = [i for i, e in enumerate(entries) if e.error is not None]
+    todo = [i for i, e in enumerate(entries) if e.error is None]
+
+    def error_record(i: int) -> dict:
+        e = entries[i]
+        record = {"line": e.line if source else None, "input": e.text, "error": e.error}
+        if e.cells is not None:  # readable, but no solution
+            record.update(puzzle=sudoku.to_string(e.cells), has_solution=False)
+        return record
+
+    if not todo:
         if as_json:
-            print(json.dumps(res.to_dict()))
-            continue
-        cells = [int(c) for c in res.solution] if res.solution else grid
-        out.print(Text(sudoku.to_grid(cells)))
-        verdict = "solved" if res.solved else "NOT solved"
-        out.print(f"{verdict} in {res.steps} steps (mode {res.mode})\n")
-    if not as_json:
-        n_solved = sum(r.solved for r in results)
-        err_console.print(f"{n_solved}/{len(results)} solved, {elapsed:.2f}s ({len(results) / elapsed:.1f} puzzles/s)")
+            for i in failed:
+                _print_json(error_record(i))
+        first = f"{_where(source, entries[failed[0]])}{entries[failed[0]].error}"
+        if len(failed) > 1:
+            n = len(failed)
+            raise DiffreasonError(f"{first} (and {n - 1} more: none of the {n} puzzles can be answered)")
+        raise DiffreasonError(first)
+    for i in failed:
+        _stderr_line(f"error: {_where(source, entries[i])}{entries[i].error}")
+
+    try:
+        _runtime(threads)
+        lm = _sudoku_model(model, t_max, t_min)
+        sudoku.check_vocabulary(lm)
+    except KeyboardInterrupt:
+        raise Interrupted(f"before solving; none of the {len(todo)} puzzles was answered") from None
+    out = Console()
+    pending_errors = list(failed)  # error records not yet printed (--json), in input order
+    answered = solved = 0
+
+    def emit(res) -> None:
+        """Print the next answer (after the error records of the bad puzzles before it), then count it."""
+        nonlocal answered, solved
+        i = todo[answered]
+        while as_json and pending_errors and pending_errors[0] < i:
+            _print_json(error_record(pending_errors.pop(0)))
+        e, count = entries[i], counts[i]
+        if as_json:
+            known = count is not None
+            _print_json({**res.to_dict(), "line": e.line if source else None,
+                         "has_solution": True if known else None, "unique": count == 1 if known else None})
+        else:
+            cells = [int(c) for c in res.solution] if res.solution else e.cells
+            out.print(Text(sudoku.to_grid(cells)))
+            where = f"line {e.line}: " if source else ""
+            several = " — the puzzle has more than one solution" if count == 2 else ""
+            verdict = "solved" if res.solved else "NOT solved"
+            out.print(f"{where}{verdict} in {res.steps} steps (mode {res.mode}){several}\n")
+            sys.stdout.flush()
+        answered += 1
+        solved += res.solved
+
+    grids = [entries[i].cells for i in todo]
+    watcher = GridWatcher(grids[0], steps or lm.sampler_config.max_denoising_steps) if watch else None
+    batches = sudoku.solve_batches(lm, grids, mode, seed, steps, batch_size, callback=watcher)
+    t = time.perf_counter()
+    held = _HeldInterrupt()  # an answer is printed and counted whole, so the count said on Ctrl-C is what was printed
+    try:
+        with held.installed():
+            if watcher is not None:
+                with watcher:
+                    for chunk in batches:
+                        for res in chunk:
+                            with held:
+                                emit(res)
+            else:
+                from rich.progress import Progress
+
+                with Progress(console=err_console, transient=True, redirect_stdout=_stdout_is_terminal()) as bar:
+                    task = bar.add_task("solving", total=len(todo), visible=len(todo) > 1)
+                    for chunk in batches:
+                        for res in chunk:
+                            with held:
+                                emit(res)
+                        bar.advance(task, len(chunk))
+    except KeyboardInterrupt:
+        raise Interrupted(
+            f"answered {answered} of {len(todo)} puzzles{' (printed above)' if answered else ''}; the other "
+            f"{len(todo) - answered} were not"
+        ) from None
+    elapsed = max(1e-9, time.perf_counter() - t)
+    if as_json:
+        for i in pending_errors:
+            _print_json(error_record(i))
+    else:
+        unanswered = f"; {len(failed)} could not be answered (errors above)" if failed else ""
+        rate = f"{answered / elapsed:.1f} puzzles/s"
+        err_console.print(f"{solved}/{answered} solved, {elapsed:.2f}s ({rate}){unanswered}")
+    if failed:
+        raise typer.Exit(EXIT_SOME_FAILED)
+
+
+class _HeldInterrupt:
+    """Ctrl-C held back while a block runs and raised as KeyboardInterrupt right after it (`with held: ...`, once
+    `held.installed()`). Python runs signal handlers in the main thread between bytecodes, so nothing can slip in
+    between: a block runs whole or not at all."""
+
+    def __init__(self):
+        self.holding = self.pending = False
+
+    def _handler(self, signum, frame) -> None:
+        if not self.holding:
+            raise KeyboardInterrupt
+        self.pending = True
+
+    @contextlib.contextmanager
+    def installed(self):
+        """This SIGINT handler for the duration, unless Ctrl-C is ignored (a background job) or handled elsewhere."""
+        if signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
+            yield
+            return
+        signal.signal(signal.SIGINT, self._handler)
+        try:
+            yield
+        finally:
+            signal.signal(signal.SIGINT, signal.default_int_handler)
+
+    def __enter__(self) -> None:
+        self.holding = True
+
+    def __exit__(self, exc_type, *exc) -> None:
+        self.holding = False
+        if self.pending and exc_type is None:
+            self.pending = False
+            raise KeyboardInterrupt
+
+
+def _print_json(record: dict) -> None:
+    """One JSON line on stdout, in one write and flushed: a reader sees whole records as they come, and Ctrl-C never
+    leaves half of one."""
+    sys.stdout.write(json.dumps(record) + "\n")
+    sys.stdout.flush()
+
+
+def _stdout_is_terminal() -> bool:
+    """Whether a live display may take over stdout: when stdout is a terminal, printing goes above the display; when
+    it is a file or pipe, redirecting it would send the answers to the terminal instead."""
+    return sys.stdout is not None and sys.stdout.isatty()
 
 
 @eval_app.command("sudoku")
 def eval_sudoku(
     model: Path = typer.Option(None, "--model", "-m", help="Sudoku checkpoint (default: the embedded one)"),
-    n: int = typer.Option(100, "--n", help="puzzles per tier"),
+    n: int = typer.Option(100, "--n", help=f"puzzles per tier, 1 to {MAX_EVAL_PUZZLES}"),
     tiers: str = typer.Option("easy,medium,hard,extreme", "--tiers"),
     modes: str = typer.Option("model,verified", "--modes"),
     budgets: str = typer.Option("12,24,48", "--budgets", help="fixed step budgets, each a run whose schedule spans "
-                                "it (the headline run uses the checkpoint's own)"),
-    seed: int = typer.Option(2026, "--seed", help="generator seed of the eval puzzles"),
+                                f"it, each 1 to {MAX_DENOISING_STEPS} (the headline run uses the checkpoint's own)"),
+    seed: int = typer.Option(2026, "--seed", help=f"generator seed of the eval puzzles, 0 to {MAX_SEED}"),
     out: Path = typer.Option(Path("evals/reports"), "--out", help="report directory"),
     t_max: float = T_MAX_OPTION,
     t_min: float = T_MIN_OPTION,
     device: str = typer.Option("auto", "--device", help="auto, cpu or cuda"),
+    threads: int = THREADS_OPTION,
 ) -> None:
     """Solve rate vs denoising steps per tier, both modes; writes sudoku.json / .md / .png."""
-    from diffreason.evals.sudoku_eval import run_eval, write_report
     from diffreason.tasks import sudoku
 
-    tier_list = [t.strip() for t in tiers.split(",") if t.strip()]
-    mode_list = [m.strip() for m in modes.split(",") if m.strip()]
+    tier_list = list(dict.fromkeys(t.strip() for t in tiers.split(",") if t.strip()))
+    mode_list = list(dict.fromkeys(m.strip() for m in modes.split(",") if m.strip()))
+    if not tier_list:
+        raise DiffreasonError(f"--tiers names no tier; give some of {', '.join(sudoku.TIERS)}")
+    if not mode_list:
+        raise DiffreasonError(f"--modes names no mode; give some of {', '.join(sudoku.MODES)}")
     bad = [t for t in tier_list if t not in sudoku.TIERS] + [m for m in mode_list if m not in sudoku.MODES]
     if bad:
         raise DiffreasonError(f"unknown tier or mode {bad[0]!r}")
@@ -447,15 +818,29 @@ def eval_sudoku(
         budget_list = [int(b) for b in budgets.split(",")]
     except ValueError:
         raise DiffreasonError(f"--budgets must be comma-separated integers, got {budgets!r}") from None
-    if n < 1 or not budget_list or min(budget_list) < 1:
-        raise DiffreasonError("--n and every budget must be at least 1")
+    _int_in("--n", n, 1, MAX_EVAL_PUZZLES)
+    for b in budget_list:
+        _int_in("--budgets values", b, 1, MAX_DENOISING_STEPS)
+    _check_seed(seed)
+    _check_temperatures(t_max, t_min)
+    _check_device(device)
+    _int_in("--threads", threads, 0, MAX_THREADS)
+    _check_model_dir(model)
+    _writable_dir(out, "--out")
+    _runtime(threads)
+    from diffreason.evals.sudoku_eval import run_eval, write_report
+
     device = _resolve_device(device)
     lm = _sudoku_model(model, t_max, t_min)
     sudoku.check_vocabulary(lm)
     lm.model.to(device)
     report = run_eval(lm, tier_list, n, mode_list, budget_list, seed, progress=lambda s: err_console.print(f"done {s}"))
     command = "diffreason eval sudoku " + " ".join(sys.argv[3:]) if len(sys.argv) > 3 else "diffreason eval sudoku"
-    for path in write_report(report, out, command):
+    try:
+        paths = write_report(report, out, command)
+    except OSError as exc:
+        raise DiffreasonError(f"cannot write the report to {str(out)!r}: {exc.strerror or exc}") from None
+    for path in paths:
         err_console.print(f"wrote {path}")
     print((out / "sudoku.md").read_text())
 
@@ -470,10 +855,12 @@ def eval_json(
     out: Path = typer.Option(Path("evals/reports"), "--out", help="report directory"),
     heldout: bool = typer.Option(False, "--heldout", help="only schemas the JSON model never trained on"),
     compile_timeout: float = typer.Option(30.0, "--compile-timeout", help="seconds per schema before giving up"),
+    threads: int = THREADS_OPTION,
 ) -> None:
     """Coverage, validity and compile time of the JSON-schema compiler, per collection.
 
     --limit picks a stable pseudo-random sample per collection (by file-name hash), not the first files."""
+    _runtime(threads)
     from rich.progress import Progress
 
     from diffreason.evals.json_eval import collection_of, run_eval, write_report
@@ -511,10 +898,10 @@ def eval_json(
 class GridWatcher:
     """Live Sudoku grid: givens bold, cells accepted this step green, the rest the model's current guess, dim."""
 
-    def __init__(self, grids, max_steps: int):
-        self.grid = grids[0]
+    def __init__(self, grid: list[int], max_steps: int):
+        self.grid = grid
         self.max_steps = max_steps
-        self.live = Live(console=err_console, auto_refresh=False)
+        self.live = Live(console=err_console, auto_refresh=False, redirect_stdout=_stdout_is_terminal())
 
     def __enter__(self):
         self.live.__enter__()
@@ -571,18 +958,10 @@ class CanvasWatcher:
         self.live.update(text, refresh=True)
 
 
-def _fail(message: str) -> None:
-    err_console.print(f"error: {message}", markup=False, highlight=False, soft_wrap=True)
-    sys.exit(2)
-
-
 def main() -> None:
-    from transformers.utils import logging as hf_logging
-
-    hf_logging.disable_progress_bar()
-    hf_logging.set_verbosity_error()
+    """The `diffreason` entry point: user errors as one `error: ` line (exit 2), Ctrl-C as one line (exit 130)."""
     try:
-        app(standalone_mode=False)
+        code = app(standalone_mode=False)
     except typer_exceptions.TyperException as exc:
         # Usage errors (bad option, bad value, missing argument) are user errors too: one line, exit 2.
         ctx = getattr(exc, "ctx", None)
@@ -590,12 +969,24 @@ def main() -> None:
             print(ctx.get_help())
             sys.exit(0)
         format_message = getattr(exc, "format_message", None)
-        _fail(" ".join((format_message() if format_message else str(exc)).split()))
+        _exit(f"error: {format_message() if format_message else exc}", EXIT_BAD_INPUT)
     except DiffreasonError as exc:
-        _fail(str(exc))
-    except KeyboardInterrupt:
-        err_console.print("interrupted")
-        sys.exit(130)
+        _exit(f"error: {exc}", EXIT_BAD_INPUT)
+    except Interrupted as exc:
+        _exit(f"interrupted: {exc}", EXIT_INTERRUPTED)
+    except typer_exceptions.Abort:  # end of input at a prompt
+        _exit("interrupted: nothing was written", EXIT_INTERRUPTED)
+    except OSError as exc:  # a file that vanished or a full disk mid-run: still one line, not a traceback
+        _exit(f"error: {exc.strerror or exc}{f': {exc.filename}' if exc.filename else ''}", EXIT_BAD_INPUT)
+    if code == EXIT_INTERRUPTED:  # Ctrl-C outside a command's own handler: the CLI framework returns 130
+        _exit("interrupted: nothing was written", EXIT_INTERRUPTED)
+    if code:
+        sys.exit(code)
+
+
+def _exit(line: str, code: int) -> None:
+    _stderr_line(line)
+    sys.exit(code)
 
 
 if __name__ == "__main__":

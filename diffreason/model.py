@@ -3,30 +3,30 @@
 The backbone is always transformers' `DiffusionGemmaForBlockDiffusion`; this module only builds configs for it, and
 loads / saves the directory layout that transformers, SGLang and vLLM read (config.json, model.safetensors,
 generation_config.json, tokenizer files).
+
+torch and transformers are imported inside the functions that need them: `check_checkpoint` (what `load_model` checks
+first) and the presets need neither, so the command line refuses a bad --model before paying seconds of imports.
+Checkpoints are written atomically (`save_model`): a crash mid-save leaves the previous checkpoint whole.
 """
 
 from __future__ import annotations
 
 import json
+import math
+import os
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import torch
-from transformers import (
-    DiffusionGemmaConfig,
-    DiffusionGemmaForBlockDiffusion,
-    PreTrainedTokenizerBase,
-    PreTrainedTokenizerFast,
-)
-from transformers.models.diffusion_gemma.generation_diffusion_gemma import (
-    DiffusionGemmaGenerationConfig,
-    EntropyBoundSamplerConfig,
-)
+from diffreason.errors import DiffreasonError, ModelLoadError
 
-from diffreason.errors import ModelLoadError
-from diffreason.sampler import SamplerConfig
-from diffreason.tokenizer import IMAGE_MARKERS, train_byte_bpe
+if TYPE_CHECKING:
+    import torch
+    from transformers import DiffusionGemmaConfig, DiffusionGemmaForBlockDiffusion, PreTrainedTokenizerBase
+    from transformers.models.diffusion_gemma.generation_diffusion_gemma import DiffusionGemmaGenerationConfig
+
+    from diffreason.sampler import SamplerConfig
 
 # Text-model shapes of the named presets. Every preset keeps Gemma 4's structure: sliding-window layers with a final
 # full-attention layer, a dense MLP in parallel with a top-k MoE, tied embeddings, soft-capped logits.
@@ -83,6 +83,10 @@ class DiffusionLM:
 
 def make_config(preset: str | dict[str, Any], tokenizer: PreTrainedTokenizerBase, **overrides: Any) -> DiffusionGemmaConfig:
     """A valid DiffusionGemmaConfig for a named preset (or a dict of text-config fields) sized to `tokenizer`."""
+    from transformers import DiffusionGemmaConfig
+
+    from diffreason.tokenizer import IMAGE_MARKERS
+
     if isinstance(preset, str):
         if preset not in PRESETS:
             raise ModelLoadError(f"unknown preset {preset!r}; choose one of {', '.join(PRESETS)}")
@@ -127,6 +131,12 @@ def build_model(
     **overrides: Any,
 ) -> DiffusionLM:
     """A randomly initialised DiffusionGemma of a preset size (seeded, so the same call builds the same weights)."""
+    import torch
+    from transformers import DiffusionGemmaForBlockDiffusion
+
+    from diffreason.sampler import SamplerConfig
+    from diffreason.tokenizer import train_byte_bpe
+
     tokenizer = tokenizer or train_byte_bpe()
     config = make_config(preset, tokenizer, **overrides)
     with torch.random.fork_rng(devices=[]):
@@ -145,6 +155,9 @@ def grow_depth(lm: DiffusionLM, num_layers: int) -> DiffusionLM:
     residual stream until training moves those weights. Copies are spread evenly over the sliding layers; the last
     (full-attention) layer stays last.
     """
+    import torch
+    from transformers import DiffusionGemmaForBlockDiffusion
+
     text = lm.config.text_config
     old = int(text.num_hidden_layers)
     if num_layers <= old:
@@ -185,6 +198,10 @@ def grow_depth(lm: DiffusionLM, num_layers: int) -> DiffusionLM:
 
 
 def to_generation_config(cfg: SamplerConfig, tokenizer: PreTrainedTokenizerBase) -> DiffusionGemmaGenerationConfig:
+    from transformers.models.diffusion_gemma.generation_diffusion_gemma import (
+        DiffusionGemmaGenerationConfig, EntropyBoundSamplerConfig,
+    )
+
     return DiffusionGemmaGenerationConfig(
         max_denoising_steps=cfg.max_denoising_steps,
         sampler_config=EntropyBoundSamplerConfig(entropy_bound=float(cfg.entropy_bound)),
@@ -199,37 +216,85 @@ def to_generation_config(cfg: SamplerConfig, tokenizer: PreTrainedTokenizerBase)
     )
 
 
-def sampler_config_from_generation_config(gc: DiffusionGemmaGenerationConfig | None) -> SamplerConfig:
-    """Map a checkpoint's generation_config onto ours; null or missing fields take the released defaults."""
+def sampler_config_from_generation_config(gc: DiffusionGemmaGenerationConfig | dict | None) -> SamplerConfig:
+    """Map a checkpoint's generation_config (the object, or its JSON as a dict) onto ours; null or missing fields take
+    the released defaults."""
+    from diffreason.sampler import SamplerConfig
+
     if gc is None:
         return SamplerConfig()
-    values: dict[str, Any] = {
-        "max_denoising_steps": getattr(gc, "max_denoising_steps", None),
-        "t_min": getattr(gc, "t_min", None),
-        "t_max": getattr(gc, "t_max", None),
-        "stability_threshold": getattr(gc, "stability_threshold", None),
-        "confidence_threshold": getattr(gc, "confidence_threshold", None),
-    }
-    sc = getattr(gc, "sampler_config", None)
+    get = gc.get if isinstance(gc, dict) else (lambda key: getattr(gc, key, None))
+    keys = ("max_denoising_steps", "t_min", "t_max", "stability_threshold", "confidence_threshold")
+    values: dict[str, Any] = {key: get(key) for key in keys}
+    sc = get("sampler_config")
     values["entropy_bound"] = sc.get("entropy_bound") if isinstance(sc, dict) else getattr(sc, "entropy_bound", None)
     return SamplerConfig(**{k: v for k, v in values.items() if v is not None})
 
 
+# What `save_model` writes afresh every time: weights of an earlier save are never carried over beside new ones.
+_WEIGHT_SUFFIXES = (".safetensors", ".bin", ".safetensors.index.json", ".bin.index.json")
+
+
 def save_model(lm: DiffusionLM, path: str | Path) -> Path:
-    """Write an HF directory (safetensors weights, config, generation config, tokenizer) that any loader reads."""
-    path = Path(path)
-    path.mkdir(parents=True, exist_ok=True)
-    lm.model.generation_config = to_generation_config(lm.sampler_config, lm.tokenizer)
-    lm.model.save_pretrained(path, safe_serialization=True)
-    lm.tokenizer.save_pretrained(path)
+    """Write an HF directory (safetensors weights, config, generation config, tokenizer) that any loader reads.
+
+    The write is atomic: the files go to a temporary sibling directory (`.NAME.tmp`, a crashed save's leftover is
+    removed first), which then takes the place of `path` by rename. A crash or Ctrl-C mid-save leaves the previous
+    checkpoint whole — a half-written model.safetensors once blocked resuming a training run. Other files of the
+    previous checkpoint (a README, say) are copied over; a directory that holds files but no checkpoint is refused
+    rather than replaced. Problems writing are one DiffreasonError.
+    """
+    path = Path(os.path.abspath(Path(path).expanduser()))
+    if path.exists() and not path.is_dir():
+        raise DiffreasonError(f"cannot write a checkpoint to {str(path)!r}: it is a file")
+    try:
+        existing = sorted(path.iterdir()) if path.is_dir() else []
+    except OSError as exc:
+        raise DiffreasonError(f"cannot write a checkpoint to {str(path)!r}: {exc.strerror or exc}") from None
+    if existing and not (path / "config.json").is_file():
+        raise DiffreasonError(
+            f"{str(path)!r} holds files but no checkpoint; refusing to replace it (choose a new or empty directory)"
+        )
+    tmp, old = path.with_name(f".{path.name}.tmp"), path.with_name(f".{path.name}.old")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir()
+        lm.model.generation_config = to_generation_config(lm.sampler_config, lm.tokenizer)
+        lm.model.save_pretrained(tmp, safe_serialization=True)
+        lm.tokenizer.save_pretrained(tmp)
+        for entry in existing:
+            if not (tmp / entry.name).exists() and not entry.name.endswith(_WEIGHT_SUFFIXES):
+                (shutil.copytree if entry.is_dir() else shutil.copy2)(entry, tmp / entry.name)
+        _fsync_files(tmp)
+        if path.is_dir():
+            shutil.rmtree(old, ignore_errors=True)
+            os.replace(path, old)
+        os.replace(tmp, path)
+        shutil.rmtree(old, ignore_errors=True)
+        _fsync_files(path.parent, directory_only=True)
+    except OSError as exc:
+        raise DiffreasonError(f"cannot write the checkpoint to {str(path)!r}: {exc.strerror or exc}") from None
     lm.path = path
     return path
 
 
-def load_model(
-    path: str | Path, device: str | torch.device | None = None, dtype: torch.dtype | None = None
-) -> DiffusionLM:
-    """Load a DiffusionGemma HF directory offline. Any problem with the directory is one ModelLoadError."""
+def _fsync_files(directory: Path, directory_only: bool = False) -> None:
+    """Flush a directory's files (unless `directory_only`) and the directory itself to disk, so that a rename that
+    publishes them cannot outlive them after a power loss."""
+    for f in [] if directory_only else [f for f in directory.iterdir() if f.is_file()]:
+        with open(f, "rb") as handle:
+            os.fsync(handle.fileno())
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def check_checkpoint(path: str | Path) -> tuple[Path, dict, dict | None]:
+    """(path, config.json, generation_config.json or None) of a DiffusionGemma checkpoint directory, checked without
+    importing torch: any problem is one ModelLoadError that names the file."""
     path = Path(path).expanduser()
     if not path.exists():
         raise ModelLoadError(f"model directory {str(path)!r} does not exist")
@@ -238,19 +303,54 @@ def load_model(
     config_file = path / "config.json"
     if not config_file.is_file():
         raise ModelLoadError(f"{str(path)!r} has no config.json; it is not a Hugging Face checkpoint directory")
-    try:
-        raw = json.loads(config_file.read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise ModelLoadError(f"{config_file} is not valid JSON: {exc}") from None
+    raw = _read_json(config_file)
     model_type = raw.get("model_type") if isinstance(raw, dict) else None
     if model_type != "diffusion_gemma":
-        arch = ", ".join(raw.get("architectures") or []) if isinstance(raw, dict) else ""
+        arch = raw.get("architectures") if isinstance(raw, dict) else None
+        arch = ", ".join(map(str, arch)) if isinstance(arch, list) else ""
         raise ModelLoadError(
             f"{str(path)!r} holds a {model_type or 'unknown'} model{f' ({arch})' if arch else ''}; "
             "diffreason needs a DiffusionGemma checkpoint (model_type 'diffusion_gemma')"
         )
+    canvas = raw.get("canvas_length", 256)  # (transformers' default when the key is absent)
+    if isinstance(canvas, bool) or not isinstance(canvas, int) or canvas < 1:
+        raise ModelLoadError(f"{config_file}: canvas_length must be a positive integer, got {canvas!r}")
     if not any(path.glob("*.safetensors")) and not any(path.glob("*.bin")):
         raise ModelLoadError(f"{str(path)!r} has no weights (*.safetensors)")
+    gen_file = path / "generation_config.json"
+    generation = None
+    if gen_file.exists():
+        generation = _read_json(gen_file)
+        if not isinstance(generation, dict):
+            raise ModelLoadError(f"{gen_file} must hold a JSON object, not {type(generation).__name__}")
+        numbers = {k: generation.get(k) for k in ("max_denoising_steps", "t_min", "t_max", "confidence_threshold")}
+        bad = next(((k, v) for k, v in numbers.items() if isinstance(v, float) and not math.isfinite(v)), None)
+        if bad:
+            raise ModelLoadError(f"{gen_file}: {bad[0]} must be a finite number, got {bad[1]}")
+    return path, raw, generation
+
+
+def _read_json(file: Path) -> Any:
+    try:
+        return json.loads(file.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ModelLoadError(f"cannot read {file}: {exc.strerror or exc}") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise ModelLoadError(f"{file} is not valid JSON: {exc}") from None
+
+
+def load_model(
+    path: str | Path, device: str | torch.device | None = None, dtype: torch.dtype | None = None
+) -> DiffusionLM:
+    """Load a DiffusionGemma HF directory offline. Any problem with the directory is one ModelLoadError."""
+    path, _, generation = check_checkpoint(path)
+    import torch
+    from transformers import DiffusionGemmaForBlockDiffusion, PreTrainedTokenizerFast
+
+    try:
+        sampler_config = sampler_config_from_generation_config(generation)
+    except ValueError as exc:  # pydantic's ValidationError: the file's first bad field
+        raise ModelLoadError(f"{path / 'generation_config.json'}: {describe_validation_error(exc)}") from None
     try:
         model = DiffusionGemmaForBlockDiffusion.from_pretrained(
             path, local_files_only=True, dtype=dtype or torch.float32
@@ -264,8 +364,19 @@ def load_model(
     if device is not None:
         model.to(device)
     model.eval()
-    gc = model.generation_config if (path / "generation_config.json").is_file() else None
-    return DiffusionLM(model=model, tokenizer=tokenizer, sampler_config=sampler_config_from_generation_config(gc), path=path)
+    return DiffusionLM(model=model, tokenizer=tokenizer, sampler_config=sampler_config, path=path)
+
+
+def describe_validation_error(exc: ValueError) -> str:
+    """One line for a pydantic validation error (its first problem, with the field it is about), or the message of any
+    other ValueError."""
+    errors = getattr(exc, "errors", None)
+    if callable(errors) and errors():
+        e = errors()[0]
+        where = ".".join(str(part) for part in e.get("loc", ()))
+        msg = e["msg"].removeprefix("Value error, ")
+        return f"{where}: {msg}" if where else msg
+    return " ".join(str(exc).split())
 
 
 def _first_line(exc: BaseException) -> str:

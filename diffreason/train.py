@@ -10,12 +10,17 @@ drawn).
 A task supplies batches (`SFTBatch`); `train()` owns the loop: AdamW with warmup + cosine decay, gradient clipping, a
 rich progress bar (loss, steps/s), periodic evaluation, and checkpoints (model, optimiser, scheduler, step, RNG, data
 stream) that a rerun resumes from. The model is always written as an HF directory (`RUN/model`).
+
+Checkpoints are written atomically (a temporary file or directory renamed into place), so an interrupted save leaves
+the previous one whole. A loss or gradient that stops being finite ends training with an error before the optimiser
+applies it, and weights that are not finite are never saved: a diverged run never overwrites a good checkpoint.
 """
 
 from __future__ import annotations
 
 import json
 import math
+import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -30,11 +35,24 @@ from rich.progress import (
 )
 from transformers import DynamicCache
 
+from diffreason.errors import DiffreasonError, ModelLoadError
 from diffreason.model import DiffusionLM, load_model
+
+STATE_FILE = "trainer_state.pt"
+
+
+class TrainingInterrupted(KeyboardInterrupt):
+    """Ctrl-C during `train()`: still a KeyboardInterrupt, carrying the step of the checkpoint a rerun resumes from
+    (None when this run has none yet)."""
+
+    def __init__(self, checkpoint_step: int | None):
+        super().__init__(checkpoint_step)
+        self.checkpoint_step = checkpoint_step
 
 
 class TrainConfig(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    # non-finite numbers are refused: an infinite learning rate or time budget passes every bound but trains nothing
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
     steps: int = Field(3000, ge=1)
     batch_size: int = Field(64, ge=1)
@@ -155,47 +173,61 @@ def train(
     stream_state: tuple[Callable[[], dict], Callable[[dict], None]] | None = None,
     console: Console | None = None,
 ) -> DiffusionLM:
-    """Train `lm` in place on `batches(batch_size, progress)`; resume from `run_dir` if a checkpoint is there."""
+    """Train `lm` in place on `batches(batch_size, progress)`; resume from `run_dir` if a checkpoint is there.
+
+    Ctrl-C raises `TrainingInterrupted` (the step of the checkpoint kept); a run directory that cannot be written, an
+    unreadable trainer state, or a loss that stops being finite is a DiffreasonError.
+    """
     console = console or Console(stderr=True)
     run_dir = Path(run_dir)
-    run_dir.mkdir(parents=True, exist_ok=True)
     model = lm.model
     device = model.device
     optim = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay, betas=(0.9, 0.98))
     generator = torch.Generator(device=device).manual_seed(cfg.seed)
-    step, elapsed = 0, 0.0
-    state_file = run_dir / "trainer_state.pt"
+    step, elapsed, saved = 0, 0.0, None  # saved: the step of the newest trainer state on disk
+    state_file = run_dir / STATE_FILE
+    if state_file.exists() and not state_file.is_file():
+        raise DiffreasonError(f"{state_file} is not a file; move it away or choose another run directory")
     if state_file.is_file():
-        state = torch.load(state_file, map_location=device, weights_only=False)
-        model.load_state_dict(state["model"])
-        optim.load_state_dict(state["optim"])
-        generator.set_state(state["generator"].cpu())  # a generator's state is a CPU tensor, also a CUDA one's
-        torch.set_rng_state(state["torch_rng"])
-        if stream_state and state.get("stream"):
-            stream_state[1](state["stream"])
-        step, elapsed = state["step"], state.get("elapsed", 0.0)
+        step, elapsed = _restore(state_file, model, optim, generator, stream_state)
+        saved = step
         console.print(f"resuming from step {step} ({state_file})")
-    (run_dir / "train_config.json").write_text(cfg.model_dump_json(indent=2))
     log_file = run_dir / "log.jsonl"
-    if log_file.is_file():  # drop records past the checkpoint: those steps are about to be redone
-        kept = [ln for ln in log_file.read_text().splitlines() if ln.strip() and json.loads(ln)["step"] <= step]
-        log_file.write_text("".join(ln + "\n" for ln in kept))
-    log = log_file.open("a")
+    try:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        (run_dir / "train_config.json").write_text(cfg.model_dump_json(indent=2))
+        if log_file.is_file():  # drop records past the checkpoint (those steps are about to be redone) and torn lines
+            kept = [ln for ln in log_file.read_text().splitlines() if _logged_step(ln, step)]
+            log_file.write_text("".join(ln + "\n" for ln in kept))
+        log = log_file.open("a")
+    except OSError as exc:
+        raise DiffreasonError(f"cannot write to the run directory {str(run_dir)!r}: {exc.strerror or exc}") from None
 
     def save():
-        torch.save(
-            {
-                "model": model.state_dict(),
-                "optim": optim.state_dict(),
-                "generator": generator.get_state(),
-                "torch_rng": torch.get_rng_state(),
-                "stream": stream_state[0]() if stream_state else None,
-                "step": step,
-                "elapsed": elapsed,
-            },
-            state_file.with_suffix(".tmp"),
-        )
-        state_file.with_suffix(".tmp").replace(state_file)
+        nonlocal saved
+        if not all(bool(torch.isfinite(p).all()) for p in model.parameters()):
+            raise DiffreasonError(
+                f"training diverged: weights are not finite at step {step}; not saved, {_kept(saved, run_dir)}"
+            )
+        state = {
+            "model": model.state_dict(),
+            "optim": optim.state_dict(),
+            "generator": generator.get_state(),
+            "torch_rng": torch.get_rng_state(),
+            "stream": stream_state[0]() if stream_state else None,
+            "step": step,
+            "elapsed": elapsed,
+        }
+        tmp = state_file.with_suffix(".tmp")
+        try:
+            with open(tmp, "wb") as f:
+                torch.save(state, f)
+                f.flush()
+                os.fsync(f.fileno())
+            tmp.replace(state_file)
+        except OSError as exc:
+            raise DiffreasonError(f"cannot write the checkpoint {state_file}: {exc.strerror or exc}") from None
+        saved = step  # what a rerun resumes from (the trainer state holds the weights too)
         lm.save(run_dir / "model")
 
     model.train()
@@ -205,51 +237,113 @@ def train(
     # under a time budget the bar shows progress (time or steps, whichever ends first) and the step count separately:
     # "725/100000" would misstate how far the run is
     count = TaskProgressColumn() if cfg.time_budget else MofNCompleteColumn()
-    with Progress(
-        TextColumn("[bold]train"), BarColumn(), count, TextColumn("{task.fields[info]}"), TimeRemainingColumn(),
-        console=console,
-    ) as bar:
-        task = bar.add_task("train", total=cfg.steps, completed=round(progress * cfg.steps), info="")
-        while progress < 1.0:
-            lr = lr_at(step, cfg, progress)
-            for group in optim.param_groups:
-                group["lr"] = lr
-            batch = batches(cfg.batch_size, progress).to(device)
-            loss, metrics = sft_loss(model, batch, cfg, generator)
-            optim.zero_grad(set_to_none=True)
-            loss.backward()
-            grad_norm = float(torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip))
-            optim.step()
-            step += 1
-            now = time.perf_counter()
-            elapsed = elapsed_before + now - t_resumed
-            progress = progress_at(step, elapsed, cfg)
-            rate = (step - s_last) / max(1e-9, now - t_last)
-            loss = loss.detach()
-            record = {"step": step, "loss": float(loss), "lr": lr, "grad_norm": grad_norm, **metrics}
-            if cfg.time_budget:
-                record["elapsed"] = round(elapsed, 2)
-            info = f"loss {float(loss):.4f}  {rate:.2f} steps/s"
-            if cfg.time_budget:
-                info = f"step {step}  {info}"
-            bar.update(task, completed=round(progress * cfg.steps), info=info)
-            if step % 20 == 0:
-                t_last, s_last = now, step
-            if evaluate is not None and cfg.eval_every and (step % cfg.eval_every == 0 or progress >= 1.0):
-                model.eval()
-                record["eval"] = evaluate(lm)
-                model.train()
-                console.print(f"step {step}: {record['eval']}")
-            log.write(json.dumps(record) + "\n")
-            log.flush()
-            if step % cfg.save_every == 0 or progress >= 1.0:
-                save()
-    model.eval()
-    log.close()
+    try:
+        with Progress(
+            TextColumn("[bold]train"), BarColumn(), count, TextColumn("{task.fields[info]}"), TimeRemainingColumn(),
+            console=console,
+        ) as bar:
+            task = bar.add_task("train", total=cfg.steps, completed=round(progress * cfg.steps), info="")
+            while progress < 1.0:
+                lr = lr_at(step, cfg, progress)
+                for group in optim.param_groups:
+                    group["lr"] = lr
+                batch = batches(cfg.batch_size, progress).to(device)
+                loss, metrics = sft_loss(model, batch, cfg, generator)
+                optim.zero_grad(set_to_none=True)
+                loss.backward()
+                grad_norm = float(torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip))
+                loss = float(loss.detach())
+                if not (math.isfinite(loss) and math.isfinite(grad_norm)):
+                    what = f"the loss is {loss}" if not math.isfinite(loss) else f"the gradient norm is {grad_norm}"
+                    raise DiffreasonError(
+                        f"training diverged at step {step + 1}: {what} (a lower --lr may help); that update was not "
+                        f"applied, {_kept(saved, run_dir)}"
+                    )
+                optim.step()
+                step += 1
+                now = time.perf_counter()
+                elapsed = elapsed_before + now - t_resumed
+                progress = progress_at(step, elapsed, cfg)
+                rate = (step - s_last) / max(1e-9, now - t_last)
+                record = {"step": step, "loss": loss, "lr": lr, "grad_norm": grad_norm, **metrics}
+                if cfg.time_budget:
+                    record["elapsed"] = round(elapsed, 2)
+                info = f"loss {loss:.4f}  {rate:.2f} steps/s"
+                if cfg.time_budget:
+                    info = f"step {step}  {info}"
+                bar.update(task, completed=round(progress * cfg.steps), info=info)
+                if step % 20 == 0:
+                    t_last, s_last = now, step
+                if evaluate is not None and cfg.eval_every and (step % cfg.eval_every == 0 or progress >= 1.0):
+                    model.eval()
+                    record["eval"] = evaluate(lm)
+                    model.train()
+                    console.print(f"step {step}: {record['eval']}")
+                log.write(json.dumps(record) + "\n")
+                log.flush()
+                if step % cfg.save_every == 0 or progress >= 1.0:
+                    save()
+    except KeyboardInterrupt:
+        raise TrainingInterrupted(saved) from None
+    finally:
+        model.eval()
+        log.close()
     return lm
 
 
+def _kept(saved: int | None, run_dir: Path) -> str:
+    """What an interrupted or failed run leaves behind, for its message."""
+    if saved is None:
+        return "and no checkpoint was written"
+    return f"the checkpoint of step {saved} in {run_dir} is kept"
+
+
+def _logged_step(line: str, step: int) -> bool:
+    """Whether a log record survives a resume from `step`: it parses (a crash can tear the last line) and is not
+    past the checkpoint."""
+    try:
+        record = json.loads(line)
+        return isinstance(record, dict) and int(record["step"]) <= step
+    except (ValueError, KeyError, TypeError):
+        return False
+
+
+def _restore(state_file: Path, model, optim, generator, stream_state) -> tuple[int, float]:
+    """Load a trainer state into the model, optimiser, RNGs and data stream; (step, elapsed seconds). A state that
+    cannot be read or does not fit this model is one DiffreasonError saying what to do."""
+    try:
+        state = torch.load(state_file, map_location=model.device, weights_only=False)
+        model.load_state_dict(state["model"])
+        optim.load_state_dict(state["optim"])
+        generator.set_state(state["generator"].cpu())  # a generator's state is a CPU tensor, also a CUDA one's
+        torch.set_rng_state(state["torch_rng"])
+        if stream_state and state.get("stream"):
+            stream_state[1](state["stream"])
+        step, elapsed = int(state["step"]), float(state.get("elapsed", 0.0))
+    except Exception as exc:  # torch.load and load_state_dict raise many types for a corrupt or foreign file
+        detail = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        raise DiffreasonError(
+            f"the trainer state {state_file} cannot be resumed ({detail[:200]}); move it away to start over from "
+            "RUN/model's weights, or choose another --run-dir"
+        ) from None
+    if step < 0 or not math.isfinite(elapsed):
+        raise DiffreasonError(f"the trainer state {state_file} is corrupt (step {step}, elapsed {elapsed})")
+    return step, elapsed
+
+
 def resume_or_build(run_dir: str | Path, build: Callable[[], DiffusionLM]) -> DiffusionLM:
-    """The run's model if it has one (its weights are then overwritten by the trainer state), else a new one."""
-    model_dir = Path(run_dir) / "model"
-    return load_model(model_dir) if (model_dir / "config.json").is_file() else build()
+    """The run's model if it has one (its weights are then overwritten by the trainer state), else a new one.
+
+    When the trainer state is there, RUN/model's weights are not needed: a model directory that does not load (a
+    half-written file from a crash under an older, non-atomic save) is then rebuilt, and the state fills it in.
+    """
+    run_dir = Path(run_dir)
+    model_dir = run_dir / "model"
+    if not (model_dir / "config.json").is_file():
+        return build()
+    try:
+        return load_model(model_dir)
+    except ModelLoadError:
+        if not (run_dir / STATE_FILE).is_file():
+            raise
+        return build()

@@ -51,6 +51,9 @@ def run_eval(
     seed: int = 2026,
     progress=None,
 ) -> dict:
+    if not tiers or not modes:  # (the report's table and plot need one of each)
+        raise sudoku.SudokuError(f"the eval needs at least one tier and one mode, got tiers {list(tiers)} and modes "
+                                 f"{list(modes)}")
     report = {
         "model": _display_path(lm.path),
         "parameters": sum(p.numel() for p in lm.model.parameters()),

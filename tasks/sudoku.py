@@ -10,23 +10,29 @@ Also here: a verifier, an exact solver (solution count, uniqueness, difficulty a
 generator of uniquely solvable puzzles in four tiers, the training-batch sampler (on-the-fly puzzles with symmetry
 augmentation) and `solve()` in two modes: `model` (the plain sampler over the template) and `verified` (cells whose
 argmax breaks a row/column/box constraint are re-noised each step).
+
+Reading puzzles, the verifier and the exact solver need neither torch nor transformers (they are imported inside the
+functions that use them), so the command line refuses a malformed puzzle file in a fraction of a second.
 """
 
 from __future__ import annotations
 
+import functools
 import random
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
-import torch
-from tokenizers import Tokenizer, models, pre_tokenizers
-from transformers import PreTrainedTokenizerFast
 
-from diffreason.canvas import CanvasTemplate
 from diffreason.errors import DiffreasonError
-from diffreason.tokenizer import BOS, EOS, PAD, SPECIAL_TOKENS, UNK
+
+if TYPE_CHECKING:
+    import torch
+    from transformers import PreTrainedTokenizerFast
+
+    from diffreason.canvas import CanvasTemplate
 
 # ---- geometry -------------------------------------------------------------------------------------------------------
 
@@ -66,6 +72,77 @@ def parse(text: str) -> list[int]:
             f"contradictory givens: {cells[i]} at r{ROW[i] + 1}c{COL[i] + 1} and r{ROW[j] + 1}c{COL[j] + 1}"
         )
     return cells
+
+
+@dataclass
+class PuzzleEntry:
+    """One puzzle of a file: where it starts, what was written, and its cells — or why it cannot be read."""
+
+    line: int  # 1-based line of its (first) row
+    text: str  # as written, comments stripped (a grid: its rows joined by newlines)
+    cells: list[int] | None = None  # None: it cannot be read
+    error: str | None = None  # why it cannot be answered (set whenever cells is None; a caller may add one)
+
+
+_SEPARATORS = re.compile(r"[\s|+\-]")
+
+
+def read_puzzles(data: bytes | str) -> list[PuzzleEntry]:
+    """Every puzzle of a text in order, each with its line number; a bad one is an entry with an error (the message
+    `parse` gives), never an exception, so it hides none of the others.
+
+    A puzzle is one line of 81 cells, or a 9-line grid: nine consecutive rows of 9 cells, with box separators (`|`,
+    `------+-------+------` rows) allowed. Blank lines separate grids. A line whose first non-blank character is `#`
+    is a comment and `# ...` after a puzzle is stripped. Bytes are read as UTF-8 line by line (a line that is not
+    UTF-8 is an entry with an error; a byte order mark is dropped); lines end at \n, \r\n or \r.
+    """
+    if isinstance(data, str):  # (as bytes, so that lines end where they do in bytes: not at \f or \x1c)
+        data = data.encode("utf-8", "surrogatepass")
+    raw_lines = data.removeprefix(b"\xef\xbb\xbf").splitlines()
+    entries: list[PuzzleEntry] = []
+    grid: list[tuple[int, str]] = []  # the rows of an open grid: (line number, text)
+
+    def close_grid() -> None:
+        if not grid:
+            return
+        first, text = grid[0][0], "\n".join(row for _, row in grid)
+        if len(grid) < 9:
+            rows = f"{len(grid)} row{'s' if len(grid) > 1 else ''}"
+            entries.append(PuzzleEntry(first, text, error=f"grid has {rows} of 9 cells, expected 9 rows"))
+        else:
+            entries.append(_entry(first, text))
+        grid.clear()
+
+    for n, raw in enumerate(raw_lines, 1):
+        raw = raw.split(b"#", 1)[0]
+        try:
+            line = raw.decode("utf-8").strip()
+        except UnicodeDecodeError as exc:
+            close_grid()
+            entries.append(PuzzleEntry(n, raw.decode("utf-8", "replace").strip(),
+                                       error=f"not UTF-8 text (byte 0x{raw[exc.start]:02x} at column {exc.start + 1})"))
+            continue
+        cells = len(_SEPARATORS.sub("", line))
+        if not line:
+            close_grid()
+        elif cells == 9:
+            grid.append((n, line))
+            if len(grid) == 9:
+                close_grid()
+        elif cells == 0:  # a separator row (of a grid, or a border around one)
+            continue
+        else:
+            close_grid()
+            entries.append(_entry(n, line))
+    close_grid()
+    return entries
+
+
+def _entry(line: int, text: str) -> PuzzleEntry:
+    try:
+        return PuzzleEntry(line, text, cells=parse(text))
+    except SudokuError as exc:
+        return PuzzleEntry(line, text, error=str(exc))
 
 
 def to_string(cells: Sequence[int]) -> str:
@@ -108,12 +185,15 @@ def verify(puzzle: Sequence[int], solution: Sequence[int] | None) -> bool:
 class SolveStats:
     nodes: int = 0
     guesses: int = 0  # branch points with more than one candidate (the difficulty measure)
+    complete: bool = True  # False: the search stopped at its node budget, so fewer solutions may have been found
 
 
-def solve_exact(cells: Sequence[int], limit: int = 2, rng: random.Random | None = None):
+def solve_exact(cells: Sequence[int], limit: int = 2, rng: random.Random | None = None, max_nodes: int | None = None):
     """Backtracking with minimum-remaining-values; returns (solutions up to `limit`, SolveStats).
 
-    With `rng`, digits are tried in random order (used to draw random full grids).
+    With `rng`, digits are tried in random order (used to draw random full grids). With `max_nodes`, the search gives
+    up after that many nodes (`stats.complete` is then False): generated and real puzzles need a few thousand, but a
+    contrived puzzle can take this search very long.
     """
     grid = list(cells)
     rows, cols, boxes = [0] * 9, [0] * 9, [0] * 9
@@ -131,6 +211,9 @@ def solve_exact(cells: Sequence[int], limit: int = 2, rng: random.Random | None 
 
     def search() -> None:
         stats.nodes += 1
+        if max_nodes is not None and stats.nodes > max_nodes:
+            stats.complete = False
+            return
         best, best_cand, best_n = -1, 0, 10
         for i in empties:
             if grid[i]:
@@ -163,7 +246,7 @@ def solve_exact(cells: Sequence[int], limit: int = 2, rng: random.Random | None 
             cols[c] ^= bit
             boxes[b] ^= bit
             grid[best] = 0
-            if len(solutions) >= limit:
+            if len(solutions) >= limit or not stats.complete:
                 return
 
     search()
@@ -245,7 +328,10 @@ def generate_set(tier: str, n: int, seed: int = 0) -> list[Puzzle]:
 
 # ---- tokens ---------------------------------------------------------------------------------------------------------
 
-N_SPECIAL = len(SPECIAL_TOKENS)
+# The special tokens come first (`diffreason.tokenizer.SPECIAL_TOKENS`: pad, eos, bos, unk and the three image
+# markers); the Sudoku token ids below are baked into every Sudoku checkpoint, the embedded one included, so their
+# count is a format constant here rather than read from that module (whose import pulls in transformers).
+N_SPECIAL = 7
 FREE_BASE = N_SPECIAL  # "r{r}c{c}={d}": token FREE_BASE + 9 * cell + (d - 1)
 GIVEN_BASE = FREE_BASE + 9 * CELLS  # "r{r}c{c}#{d}"
 VOCAB_SIZE = GIVEN_BASE + 9 * CELLS
@@ -261,6 +347,11 @@ def given_token(cell: int, digit: int) -> int:
 
 def make_tokenizer() -> PreTrainedTokenizerFast:
     """A word-level tokenizer over the cell-aware tokens (what SGLang / transformers load with the checkpoint)."""
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    from diffreason.tokenizer import BOS, EOS, PAD, SPECIAL_TOKENS, UNK
+
     vocab = {tok: i for i, tok in enumerate(SPECIAL_TOKENS)}
     for cell in range(CELLS):
         for d in range(1, 10):
@@ -271,16 +362,29 @@ def make_tokenizer() -> PreTrainedTokenizerFast:
     return PreTrainedTokenizerFast(tokenizer_object=tok, pad_token=PAD, eos_token=EOS, bos_token=BOS, unk_token=UNK)
 
 
+def is_sudoku_model(lm) -> bool:
+    """Whether a checkpoint's vocabulary starts with the cell-aware Sudoku one (tokens added after it, and embedding
+    rows past the tokenizer, are allowed: templates never allow them)."""
+    names = lm.tokenizer.convert_ids_to_tokens([free_token(0, 1), free_token(80, 9), GIVEN_BASE + 9 * CELLS - 1])
+    return lm.vocab_size >= VOCAB_SIZE and len(lm.tokenizer) >= VOCAB_SIZE and names == ["r1c1=1", "r9c9=9", "r9c9#9"]
+
+
 def check_vocabulary(lm) -> None:
-    if lm.vocab_size != VOCAB_SIZE or lm.tokenizer.convert_ids_to_tokens(free_token(80, 9)) != "r9c9=9":
+    if not is_sudoku_model(lm):
         raise DiffreasonError(
             f"{lm.path or 'this model'} is not a Sudoku model (its vocabulary lacks the cell-aware Sudoku tokens)"
         )
 
 
-_CELL_MASKS = torch.zeros((CELLS, VOCAB_SIZE), dtype=torch.bool)  # mask i: the nine digit tokens of cell i
-for _i in range(CELLS):
-    _CELL_MASKS[_i, FREE_BASE + 9 * _i : FREE_BASE + 9 * _i + 9] = True
+@functools.cache
+def _cell_masks() -> torch.Tensor:
+    """[81, V] bool: mask i allows the nine digit tokens of cell i."""
+    import torch
+
+    masks = torch.zeros((CELLS, VOCAB_SIZE), dtype=torch.bool)
+    for i in range(CELLS):
+        masks[i, FREE_BASE + 9 * i : FREE_BASE + 9 * i + 9] = True
+    return masks
 
 
 def template(cells: Sequence[int]) -> CanvasTemplate:
@@ -288,8 +392,12 @@ def template(cells: Sequence[int]) -> CanvasTemplate:
 
     Every Sudoku template shares one mask table, so a batch's constraint holds 81 masks, not 81 per puzzle.
     """
+    import torch
+
+    from diffreason.canvas import CanvasTemplate
+
     fixed = torch.full((CELLS,), -1, dtype=torch.long)
-    masks = _CELL_MASKS
+    masks = _cell_masks()
     mask_index = torch.arange(CELLS)
     for i, d in enumerate(cells):
         if d:
@@ -317,6 +425,8 @@ def structured_embeddings(hidden: int, generator: torch.Generator, std: float = 
 
     Cells of one row/column/box share a component, so attention can find a cell's peers from step one.
     """
+    import torch
+
     def vecs(n):
         return torch.randn(n, hidden, generator=generator) * std
 
@@ -385,6 +495,8 @@ class SudokuStream:
 
     def batch(self, size: int, progress: float) -> tuple[torch.Tensor, torch.Tensor]:
         """(solutions [B, 81] digits, blank mask [B, 81] bool)."""
+        import torch
+
         grids = self.pool[self.rng.integers(0, len(self.pool), size)]
         lo, hi = self.blanks_range(progress)
         counts = self.rng.integers(lo, hi + 1, size)
@@ -416,6 +528,8 @@ def training_puzzles(n: int, seed: int = 0, progress=None) -> tuple[np.ndarray, 
 
 def training_tensors(solutions: torch.Tensor, blanks: torch.Tensor, generator: torch.Generator):
     """Canvas targets, uniform noise within each cell's allowed set, and the allowed mask, for the SFT trainer."""
+    import torch
+
     cells = torch.arange(CELLS)
     target = torch.where(blanks, FREE_BASE + 9 * cells + solutions - 1, GIVEN_BASE + 9 * cells + solutions - 1)
     random_digits = torch.randint(0, 9, solutions.shape, generator=generator)
@@ -425,6 +539,8 @@ def training_tensors(solutions: torch.Tensor, blanks: torch.Tensor, generator: t
 
 def allowed_mask(blanks: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
     """[B, 81, V]: blanks allow their cell's nine free tokens, givens only themselves."""
+    import torch
+
     batch, device = blanks.shape[0], blanks.device
     allowed = torch.zeros((batch, CELLS, VOCAB_SIZE), dtype=torch.bool, device=device)
     cells = torch.arange(CELLS, device=device)
@@ -443,6 +559,8 @@ MODES = ("model", "verified")
 
 def conflict_mask(argmax: torch.Tensor) -> torch.Tensor:
     """[B, 81] cells whose digit (any token kind) repeats within one of their units."""
+    import torch
+
     digits = (argmax - FREE_BASE) % 9  # free and given tokens alike: digit - 1 (GIVEN_BASE - FREE_BASE = 729)
     onehot = torch.nn.functional.one_hot(digits, 9)  # [B, 81, 9]
     units = torch.tensor(UNITS, device=argmax.device)  # [27, 9]
@@ -498,6 +616,25 @@ def solve(
     progress=None,
 ) -> list[SolveResult]:
     """Solve puzzles with a Sudoku checkpoint; results in input order."""
+    results = []
+    for chunk in solve_batches(lm, puzzles, mode, seed, max_steps, batch_size, callback):
+        results += chunk
+        if progress is not None:
+            progress(len(chunk))
+    return results
+
+
+def solve_batches(
+    lm,
+    puzzles: Iterable[Sequence[int] | str],
+    mode: str = "model",
+    seed: int = 0,
+    max_steps: int | None = None,
+    batch_size: int = 64,
+    callback=None,
+) -> Iterator[list[SolveResult]]:
+    """`solve`, one batch of results at a time as each finishes (input order), so that a caller can print answers as
+    they come and keep them when interrupted. Puzzle k (from 0) is drawn with seed `seed + k` whatever the batching."""
     from diffreason.engine import Engine, GenerationRequest
 
     if mode not in MODES:
@@ -513,10 +650,10 @@ def solve(
         GenerationRequest([lm.tokenizer.bos_token_id], template(g), seed=seed + k, max_new_tokens=CELLS)
         for k, g in enumerate(grids)
     ]
-    results = []
     for start in range(0, len(requests), batch_size):
         chunk = requests[start : start + batch_size]
         outs = engine.generate_batch(chunk, callback=callback, step_hook=hook)
+        results = []
         for g, out in zip(grids[start : start + batch_size], outs):
             cells = decode(out.raw_tokens)
             results.append(
@@ -529,9 +666,7 @@ def solve(
                     seconds=out.seconds / len(chunk),
                 )
             )
-        if progress is not None:
-            progress(len(chunk))
-    return results
+        yield results
 
 
 # ---- model and training glue ----------------------------------------------------------------------------------------
@@ -557,6 +692,8 @@ MODEL_PRESETS = {
 
 def build_sudoku_model(preset: str = "sudoku-small", seed: int = 0):
     """A fresh DiffusionGemma for Sudoku: cell-aware vocabulary, 81-token canvas, structured embedding init."""
+    import torch
+
     from diffreason.model import build_model
 
     if preset not in MODEL_PRESETS:
@@ -574,6 +711,9 @@ def sft_batches(stream: SudokuStream, generator: torch.Generator, curriculum: bo
     Without `curriculum` every batch has the final blank range (for fine-tuning a model that already learnt the easy end).
     Batches are built on `device`: the allowed mask is [B, 81, V] (60 MB at batch 512), cheaper made there than moved.
     """
+    import torch
+
+    from diffreason.tokenizer import BOS, SPECIAL_TOKENS
     from diffreason.train import SFTBatch
 
     def make(size: int, progress: float) -> SFTBatch:

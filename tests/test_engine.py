@@ -73,8 +73,8 @@ def test_trace_records_every_step(tiny_lm):
 
 def test_engine_errors(tiny_lm):
     engine = Engine(tiny_lm)
-    with pytest.raises(TemplateError, match="vocabulary of 7"):
-        engine.generate("x", template=CanvasTemplate.from_positions(7, [1]))
+    with pytest.raises(TemplateError, match=f"vocabulary of {tiny_lm.vocab_size + 1}"):  # (larger than the model's)
+        engine.generate("x", template=CanvasTemplate.from_positions(tiny_lm.vocab_size + 1, [1]))
     with pytest.raises(TemplateError, match="shorter than the template"):
         engine.generate("x", template=CanvasTemplate.from_positions(tiny_lm.vocab_size, [1, 2, 3]), max_new_tokens=2)
     with pytest.raises(ConfigError, match="outside the vocabulary"):

@@ -213,7 +213,7 @@ def test_cli_solve_plain_and_watch(sudoku_checkpoint):
         (["--file", "/nonexistent.txt"], "does not exist"),
         (["--steps", "0", "PUZZLE"], "--steps must be at least 1"),
         (["--t-max", "0.3", "PUZZLE"], "t_max (0.3) must be greater than t_min (0.4)"),
-        (["--t-min", "-1", "PUZZLE"], "t_min: Input should be greater than or equal to 0"),
+        (["--t-min", "-1", "PUZZLE"], "--t-min must lie in [0, 100], got -1"),
     ],
 )
 def test_cli_solve_errors(args, message, sudoku_checkpoint):
@@ -247,7 +247,7 @@ def test_cli_train_deepens_the_init_model(sudoku_checkpoint, tmp_path):
         (["--init-from", "CKPT", "--grow-to", "2"], "has 2 layers already"),
         (["--init-from", "CKPT", "--grow-to", "5"], "can add at most 1 layers"),
         (["--eval-tier", "insane"], "--eval-tier 'insane': choose one of easy, medium, hard, extreme"),
-        (["--precision", "fp16"], "precision: Input should be 'fp32' or 'bf16'"),
+        (["--precision", "fp16"], "--precision must be fp32 or bf16, got 'fp16'"),
     ],
 )
 def test_cli_train_errors(args, message, sudoku_checkpoint, tmp_path):
@@ -517,3 +517,54 @@ def test_progress_refuses_bad_arguments(args, message, capsys):
     with pytest.raises(SystemExit) as exc:
         main(args)
     assert exc.value.code == 2 and message in capsys.readouterr().err
+
+
+def test_read_puzzles_keeps_every_puzzle_with_its_line_and_each_error():
+    """Lines of 81 cells and 9-line grids mix; a header or trailing comment, a blank line between grids and a bad
+    puzzle are each handled on their own: two grids never merge into '162 cells', one bad line hides nothing."""
+    a, b, c = (S.generate("easy", k).puzzle for k in range(3))
+    text = "\n".join([
+        "# a header above a grid",  # 1
+        S.to_grid(a),  # 2-12: nine rows and two separator rows
+        "",  # 13
+        S.to_grid(b),  # 14-24
+        S.to_string(c) + "  # a trailing comment",  # 25
+        "   # an indented comment",  # 26
+        "1" * 80,  # 27
+        "1 2 3 | 4 5 6 | 7 8 9",  # 28: a grid that stops after one row
+        "",  # 29
+        "11" + "." * 79,  # 30
+        "12x" + "." * 78,  # 31
+    ])
+    entries = S.read_puzzles(text)
+    assert [(e.line, e.cells) for e in entries[:3]] == [(2, a), (14, b), (25, c)]
+    assert all(e.error is None for e in entries[:3]) and entries[2].text == S.to_string(c)
+    errors = [(e.line, e.error) for e in entries[3:]]
+    assert [line for line, _ in errors] == [27, 28, 30, 31] and all(e.cells is None for e in entries[3:])
+    assert "80 cells, expected 81" in errors[0][1]
+    assert "grid has 1 row" in errors[1][1]
+    assert "contradictory givens: 1 at r1c1 and r1c2" in errors[2][1]
+    assert "invalid character(s) 'x'" in errors[3][1]
+
+
+def test_read_puzzles_reads_bytes_line_by_line():
+    """A byte order mark, CRLF endings, a Latin-1 comment and a line that is not UTF-8: the good puzzles survive."""
+    flat = S.to_string(EASY.puzzle).encode()
+    data = b"\xef\xbb\xbf" + flat + b"\r\n# caf\xe9\r\nr\xe9sum\xe9\r\n" + flat + b"\r\n"
+    entries = S.read_puzzles(data)
+    assert [(e.line, e.cells is not None) for e in entries] == [(1, True), (3, False), (4, True)]
+    assert entries[1].error == "not UTF-8 text (byte 0xe9 at column 2)"
+
+
+def test_exact_solver_stops_at_its_node_budget():
+    solutions, stats = S.solve_exact([0] * 81, limit=10**6, max_nodes=50)
+    assert not stats.complete and stats.nodes <= 51 and len(solutions) < 10**6
+    solutions, stats = S.solve_exact(EASY.puzzle, max_nodes=10**6)
+    assert stats.complete and solutions == [EASY.solution]
+
+
+def test_token_layout_constant_matches_the_special_tokens():
+    """N_SPECIAL is written out (so that reading puzzles needs no transformers import); it must stay their count."""
+    from diffreason.tokenizer import SPECIAL_TOKENS
+
+    assert S.N_SPECIAL == len(SPECIAL_TOKENS) and len(S.make_tokenizer()) == S.VOCAB_SIZE

@@ -85,3 +85,39 @@ def test_sgl_programs_on_a_padded_checkpoint(padded_checkpoint):
     assert re.fullmatch(r"[A-Z]{3}-[0-9]{3}", state["code"])
     assert 1 <= json.loads(state["card"])["n"] <= 9
     assert state["side"] in ("good", "evil")
+
+
+def test_solve_sudoku_with_a_checkpoint_padded_past_the_sudoku_vocabulary(tmp_path):
+    """The embedded Sudoku model with three added special tokens and its embedding padded by 64 rows: `solve` still
+    recognises it, and the restricted cells never take the added ids."""
+    import subprocess
+    import sys
+
+    from transformers import DiffusionGemmaForBlockDiffusion
+
+    from diffreason.cli import EMBEDDED_SUDOKU
+    from diffreason.model import DiffusionLM, load_model, save_model
+    from diffreason.tasks import sudoku
+
+    base = load_model(EMBEDDED_SUDOKU)
+    tok = base.tokenizer
+    tok.add_special_tokens({"additional_special_tokens": ["<a>", "<b>", "<c>"]})
+    config = base.model.config.__class__.from_dict(base.model.config.to_dict())
+    config.text_config.vocab_size = sudoku.VOCAB_SIZE + 64
+    model = DiffusionGemmaForBlockDiffusion(config).eval()
+    state = base.model.state_dict()
+    for key, value in model.state_dict().items():
+        if state[key].shape != value.shape:  # the embedding (tied): the old rows, then small random ones
+            rows = state[key].shape[0]
+            state[key] = torch.cat([state[key], 0.01 * torch.randn(value.shape[0] - rows, *value.shape[1:])])
+    model.load_state_dict(state)
+    save_model(DiffusionLM(model, tok, base.sampler_config), tmp_path / "padded")
+    padded = load_model(tmp_path / "padded")
+    assert len(padded.tokenizer) == sudoku.VOCAB_SIZE + 3 and padded.vocab_size == sudoku.VOCAB_SIZE + 64
+    assert sudoku.is_sudoku_model(padded)
+    puzzle = "6.58.37.9.237...6.97..5.3.273..6.....9.1.....15...942........1..4.2..5.......623."
+    out = subprocess.run([sys.executable, "-m", "diffreason.cli", "solve", "sudoku", "--model", str(tmp_path / "padded"),
+                          "--json", puzzle], capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr
+    answer = json.loads(out.stdout.splitlines()[0])
+    assert answer["solved"] and sudoku.verify(sudoku.parse(puzzle), [int(c) for c in answer["solution"]])
