@@ -188,7 +188,7 @@ def generate(
     _check_model_dir(model)
     schema_dict = None
     if schema is not None:
-        from diffreason.tasks.json_schema import load_schema_file
+        from diffreason.tasks.json_load import load_schema_file
 
         schema_dict = load_schema_file(schema)  # file errors before the model loads
     if model is None:
@@ -859,17 +859,24 @@ def eval_json(
 ) -> None:
     """Coverage, validity and compile time of the JSON-schema compiler, per collection.
 
-    --limit picks a stable pseudo-random sample per collection (by file-name hash), not the first files."""
+    --limit picks a stable pseudo-random sample per collection (by file-name hash), not the first files. A file that
+    is no jsonschemabench file, a compile that crashes or an output that does not validate is reported (a line each
+    on stderr, and in the report) and the others are still evaluated; the exit code is then 1."""
+    _int_in("--threads", threads, 0, MAX_THREADS)
+    _int_in("--limit", limit, 0, 10**9)
+    _int_in("--fillings", fillings, 0, 1000)
+    _float_in("--compile-timeout", compile_timeout, 0, 86400)
+    if not schemas.is_dir():
+        raise DiffreasonError(f"--schemas {str(schemas)!r} is not a directory")
+    _writable_dir(out, "--out")
+    _check_model_dir(model)
     _runtime(threads)
     from rich.progress import Progress
 
     from diffreason.evals.json_eval import collection_of, run_eval, write_report
     from diffreason.model import load_model
-    from diffreason.tokenizer import train_byte_bpe
-
-    if not schemas.is_dir():
-        raise DiffreasonError(f"--schemas {str(schemas)!r} is not a directory")
     from diffreason.tasks.json_corpus import is_heldout
+    from diffreason.tokenizer import train_byte_bpe
 
     wanted = {c.strip() for c in collections.split(",") if c.strip()}
     files, counts = [], {}
@@ -893,6 +900,13 @@ def eval_json(
     for path in write_report(report, out, command):
         err_console.print(f"wrote {path}")
     print((out / "json.md").read_text())
+    problems = ([f"{x['file']}: {x['error']}" for x in report["bad_files"]]
+                + [f"{x['schema']}: compile crashed: {x['error']}" for x in report["crashes"]]
+                + [f"{x['schema']}: invalid output: {x['error']}" for x in report["invalid_outputs"]])
+    for problem in problems:
+        _stderr_line(f"error: {' '.join(problem.split())}")
+    if problems:
+        raise typer.Exit(EXIT_SOME_FAILED)
 
 
 class GridWatcher:

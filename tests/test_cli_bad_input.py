@@ -83,6 +83,21 @@ def paths(tmp_path_factory, tiny_checkpoint, sudoku_checkpoint) -> dict[str, str
     (d / "corrupt_state_run" / "trainer_state.pt").write_text("garbage\n")
     (d / "foreign_model_run" / "model").mkdir(parents=True)
     (d / "foreign_model_run" / "model" / "notes.txt").write_text("not a checkpoint")
+    bad_schemas = {
+        "binary": b"\x89PNG\r\n\x1a\n\x00\x00\x00",
+        "utf16": '{"type": "string"}'.encode("utf-16"),
+        "deep": b"[" * 10000 + b"]" * 10000,
+        "bigint": b'{"type": "integer", "maximum": ' + b"9" * 5000 + b"}",
+        "surrogate_value": b'{"enum": ["\\ud800"]}',
+        "surrogate_key": b'{"type": "object", "properties": {"\\udc00": {"type": "null"}}}',
+        "infinity": b'{"type": "number", "maximum": Infinity}',
+        "nan": b'{"type": "number", "minimum": NaN}',
+        "min_items": b'{"type": "array", "minItems": 1000000000}',
+        "min_properties": b'{"type": "object", "minProperties": 1000000000}',
+        "ref_false": b'{"$defs": {"no": false}, "type": "object", "required": ["a"], "properties": {"a": {"$ref": "#/$defs/no"}}}',
+    }
+    for name, data in bad_schemas.items():
+        (d / f"{name}.schema.json").write_bytes(data)
     (d / "schemas").mkdir()
     (d / "schemas" / "a.json").write_text(json.dumps({
         "schema": {"type": "object", "properties": {"a": {"type": "integer"}}},
@@ -140,6 +155,21 @@ CASES = [
      "torn_generation_config/generation_config.json is not valid JSON", True),
     (["generate", "--model", "{D}/hot_generation_config", "x"], None,
      "hot_generation_config/generation_config.json: t_max: Input should be a valid number", False),
+    # generate --schema: files that are no JSON Schema, or ask for more than a template holds
+    (GEN + ["--schema", "{D}/binary.schema.json", "x"], None, "binary.schema.json' is not UTF-8 text", True),
+    (GEN + ["--schema", "{D}/utf16.schema.json", "x"], None, "is not UTF-8 text (it looks like UTF-16)", True),
+    (GEN + ["--schema", "{D}/deep.schema.json", "x"], None, "nests 10000 levels deep; at most 1000", True),
+    (GEN + ["--schema", "{D}/bigint.schema.json", "x"], None, "an integer of 5000 digits", True),
+    (GEN + ["--schema", "{D}/surrogate_value.schema.json", "x"], None, "holds a lone surrogate", True),
+    (GEN + ["--schema", "{D}/surrogate_key.schema.json", "x"], None, "holds a lone surrogate", True),
+    (GEN + ["--schema", "{D}/infinity.schema.json", "x"], None, "Infinity is not JSON", True),
+    (GEN + ["--schema", "{D}/nan.schema.json", "x"], None, "NaN is not JSON", True),
+    (GEN + ["--schema", "{D}/missing.schema.json", "x"], None, "missing.schema.json' does not exist", True),
+    (GEN + ["--schema", "{D}", "x"], None, "is a directory", True),
+    (GEN + ["--schema", "{D}/min_items.schema.json", "x"], None, "minItems 1000000000 is more than this compiler "
+     "writes", False),
+    (GEN + ["--schema", "{D}/min_properties.schema.json", "x"], None, "minProperties 1000000000 is more than", False),
+    (GEN + ["--schema", "{D}/ref_false.schema.json", "x"], None, "the schema false accepts no value", False),
     # train
     (TRAIN + ["--run-dir", "{D}/afile"], None, "--run-dir '{D}/afile' is a file, not a directory", True),
     (TRAIN + ["--run-dir", "{D}/afile/run"], None, "--run-dir '{D}/afile/run' cannot be written: Not a directory",
@@ -302,3 +332,23 @@ def test_ctrl_c_during_solve_prints_the_answers_so_far(paths, tmp_path):
     assert 1 <= len(answers) < 3000 and all(r["puzzle"] == PUZZLE for r in answers)
     assert err.splitlines()[-1] == (f"interrupted: answered {len(answers)} of 3000 puzzles (printed above); the other "
                                     f"{3000 - len(answers)} were not")
+
+
+def test_eval_json_reports_bad_files_and_evaluates_the_others(tmp_path):
+    """A schema folder with a torn file, a file without "schema" and two good ones: the good ones are compiled and
+    checked, each bad file is one error line naming it, and the exit code says something failed."""
+    folder = tmp_path / "schemas"
+    folder.mkdir()
+    good = {"schema": {"type": "object", "required": ["a"], "properties": {"a": {"type": "integer"}}}, "tests": []}
+    (folder / "Good_1.json").write_text(json.dumps(good))
+    (folder / "Good_2.json").write_text(json.dumps({"schema": {"type": "string", "maxLength": 4}}))
+    (folder / "Good_3.json").write_text('{"schema": {"type": ')
+    (folder / "Good_4.json").write_text(json.dumps({"tests": []}))
+    p = cli("eval", "json", "--schemas", str(folder), "--fillings", "2", "--out", str(tmp_path / "out"))
+    errors = [ln for ln in p.stderr.splitlines() if ln.startswith("error: ")]
+    assert p.returncode == 1, p.stderr
+    assert len(errors) == 2 and "Traceback" not in p.stderr
+    assert "Good_3.json" in errors[0] + errors[1] and "Good_4.json has no \"schema\" member" in errors[0] + errors[1]
+    report = json.loads((tmp_path / "out" / "json.json").read_text())
+    assert report["total"]["schemas"] == 2 and report["total"]["compiled"] == 2 and report["total"]["valid"] == 4
+    assert {x["file"] for x in report["bad_files"]} == {"Good_3.json", "Good_4.json"}

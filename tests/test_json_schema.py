@@ -1615,7 +1615,7 @@ def test_if_then_else_under_not_is_negated_whole():
 
 
 def test_a_schema_is_data_never_a_path(tmp_path):
-    from diffreason.tasks.json_schema import load_schema, load_schema_file
+    from diffreason.tasks.json_load import load_schema, load_schema_file
 
     secret = tmp_path / "config.json"
     secret.write_text('{"minimum": "sk-LIVE-123"}')
@@ -1641,7 +1641,7 @@ def test_a_schema_is_data_never_a_path(tmp_path):
     (b'[1, 2]', "must be a JSON object or a boolean"),
 ])
 def test_bad_schema_files_are_one_clear_error(tmp_path, data, message):
-    from diffreason.tasks.json_schema import load_schema_file
+    from diffreason.tasks.json_load import load_schema_file
 
     path = tmp_path / "schema.json"
     path.write_bytes(data)
