@@ -930,11 +930,14 @@ def _parse(regex: str, intersections: Intersections):
                              for text in regex.texts))
     text = str(regex)
     pattern = _PATTERNS.get(text, lambda: interegular.parse_pattern(text), lambda _: 1024 + 200 * len(text))
-    if intersections:
+    present = tuple((mark, parts) for mark, parts in intersections if mark in text)
+    if present:
         node, complement = _intersection_node_cls()
-        leaves = {mark: node(tuple(complement(_parse(part, ())) if isinstance(part, Complement) else _parse(part, ())
-                                   for part in parts))
-                  for mark, parts in intersections}
+        # (a part may hold another intersection's placeholder: parsed with the others, it is substituted too)
+        others = tuple(x for x in intersections if x[0] not in dict(present))
+        leaves = {mark: node(tuple(complement(_parse(part, others)) if isinstance(part, Complement)
+                                   else _parse(part, others) for part in parts))
+                  for mark, parts in present}
         pattern = _substitute(pattern, leaves)
     return pattern
 
@@ -1029,6 +1032,18 @@ def shortest_strings(fsm, count: int) -> list[list]:
             stack += reversed([(target, left - 1, prefix + [char]) for t, target in moves.get(state, ())
                                if target in ends[left - 1] for char in symbols[t]])
     return out
+
+
+def intersections_in(text: str, intersections: Intersections) -> Intersections:
+    """The intersections whose placeholders `text` holds — with those their parts hold in turn."""
+    found, todo = set(), [text]
+    while todo:
+        part = todo.pop()
+        for mark, parts in intersections:
+            if mark in part and mark not in found:
+                found.add(mark)
+                todo.extend(parts)
+    return tuple(x for x in intersections if x[0] in found)
 
 
 def matches_nothing(regex: str, intersections: Intersections = ()) -> bool:
@@ -1207,7 +1222,7 @@ def _from_regex(regex: str, tokenizer: _OutlinesTokenizer, intersections: Inters
 
     if composed.is_composite(regex):  # built from its parts' automata (see diffreason.composed)
         def leaf(text: str) -> TokenAutomaton:
-            return _from_regex_cached(text, tokenizer, tuple((m, p) for m, p in intersections if m in text))
+            return _from_regex_cached(text, tokenizer, intersections_in(text, intersections))
 
         try:
             *moves, classes = composed.compose(regex, leaf, tokenizer.encode, len(tokenizer.tokenizer), MAX_STATES,

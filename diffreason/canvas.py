@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from diffreason.automaton import BytesLRU, TokenAutomaton, _OutlinesTokenizer, unique_rows
+from diffreason.automaton import BytesLRU, TokenAutomaton, _OutlinesTokenizer, intersections_in, unique_rows
 from diffreason.composed import optional_prefixed
 from diffreason.errors import TemplateError
 
@@ -432,7 +432,7 @@ def _optional_prefixed_slot(literal: str, rest: str, tokenizer, length: int, int
     if not 0 < m < length:
         return None
     try:
-        inner = _regex_slot(rest, tokenizer, length - m, tuple(x for x in intersections if x[0] in rest))
+        inner = _regex_slot(rest, tokenizer, length - m, intersections_in(rest, intersections))
     except TemplateError:
         return None
     value = inner.slots[0]

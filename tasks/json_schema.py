@@ -43,7 +43,9 @@ from typing import Any, Callable
 
 import torch
 
-from diffreason.automaton import AutomatonTooLarge, BytesLRU, Complement, TokenAutomaton, matches_nothing, token_ids
+from diffreason.automaton import (
+    AutomatonTooLarge, BytesLRU, Complement, TokenAutomaton, intersections_in, matches_nothing, token_ids,
+)
 from diffreason.canvas import CanvasTemplate
 from diffreason.composed import Choice, alt, group, lit, optional, repeat, seq
 from diffreason import limits
@@ -398,8 +400,9 @@ class _Compiler:
         return self.intersections[regexes]
 
     def placeholders_in(self, regex: str) -> tuple:
-        """The intersections `regex` holds placeholders of, as the automaton takes them (automaton.Intersections)."""
-        return tuple((mark, parts) for parts, mark in self.intersections.items() if mark in regex)
+        """The intersections `regex` holds placeholders of, as the automaton takes them (automaton.Intersections) —
+        with those their parts hold in turn (an intersection of a name regex that is itself one)."""
+        return intersections_in(regex, tuple((mark, parts) for parts, mark in self.intersections.items()))
 
     def regex_size(self, regex: str) -> int:
         """The length of `regex` with each placeholder counted as the regexes it stands for."""
@@ -783,10 +786,10 @@ class _Compiler:
         return [o if o is not None else _EMPTY for o in options], exact
 
     def types_of(self, schema: dict) -> list[str]:
-        """The JSON types `schema`'s own type keyword allows (all of them when it has none, or when it is the scalars
-        resolve writes for a schema that accepts everything)."""
+        """The JSON types `schema`'s own type keyword allows (all of them when it has none). (The scalars resolve
+        writes for a schema that accepts everything are read as what they say: a user's type list can be the same.)"""
         every = ["object", "array", "string", "number", "boolean", "null"]
-        kind = every if schema == ANY_VALUE else schema.get("type", every)
+        kind = schema.get("type", every)
         return list(kind) if isinstance(kind, list) else [kind]
 
     # -- allOf: every part must hold, so the parts merge into one schema ---------------------------------------------
@@ -1770,11 +1773,23 @@ class _Compiler:
         for pattern in patterns:
             with contextlib.suppress(PatternError):
                 candidates += self.strings_of(self.searched_pattern(pattern), 4 * count)
-        names = [name for name in dict.fromkeys(candidates) if name not in declared and self.accepts_name(schema, name)]
+        dependent = set(self.dependent_names(schema))  # (a name that brings others along is not written alone)
+        names = [name for name in dict.fromkeys(candidates)
+                 if name not in declared and name not in dependent and self.accepts_name(schema, name)]
         if len(names) < count:
             self.fail(f"{path}/minProperties", "unsupported keyword 'minProperties' above the declared count (no "
                                                "names beyond the declared ones that the object accepts)")
         return names[:count]
+
+    @staticmethod
+    def dependent_names(schema: dict) -> list[str]:
+        """Member names whose presence brings requirements along (dependentRequired, dependentSchemas,
+        dependencies), which a generated member would not meet."""
+        out = []
+        for keyword in ("dependentRequired", "dependentSchemas", "dependencies"):
+            if isinstance(schema.get(keyword), dict):
+                out += [name for name, dep in schema[keyword].items() if dep not in (True, [], {})]
+        return list(dict.fromkeys(out))
 
     def names_in(self, regex: str, schema: dict, check, count: int = 3) -> list[str]:
         """Up to `count` of the shortest member names the JSON-string `regex` spells that pass `check` and that
@@ -1834,8 +1849,9 @@ class _Compiler:
         else:
             value_schema, where = (ANY_VALUE if extra is True else extra), f"{path}/additionalProperties"
             key = f'"{STRING_CHAR}{{1,{self.budget.string - 2}}}"'
-        forbidden = [k for k, v in schema.get("properties", {}).items() if v is False]
-        if forbidden:  # names a folded `not required` left out: never generated either
+        # names a folded `not required` left out, and names that bring dependencies along: never generated
+        forbidden = [k for k, v in schema.get("properties", {}).items() if v is False] + self.dependent_names(schema)
+        if forbidden:
             key = self.intersect(key, Complement("|".join(_json_literal(k) for k in forbidden)))
         if schema.get("propertyNames", True) is not True:  # the generated name must be a valid name too
             names, _ = self.value_regex(schema["propertyNames"], f"{path}/propertyNames", seen)

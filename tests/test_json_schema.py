@@ -1717,3 +1717,26 @@ def test_patterns_with_lookarounds_at_their_ends(pattern, length):
 def test_lookarounds_elsewhere_are_refused_clearly(pattern):
     with pytest.raises(SchemaError, match="lookaround"):
         compile_schema({"type": "string", "pattern": pattern}, TOK)
+
+
+@pytest.mark.parametrize("schema", [
+    # a type list equal to the scalars written for `true` was read as every type: not object gave back arrays
+    {"type": ["string", "number", "boolean", "null"], "not": {"type": "object"}},
+    {"oneOf": [{"type": "array"}, {"anyOf": [{"not": {"anyOf": [{"type": "object"}, {"type": "object"}]}}]}]},
+])
+def test_a_type_list_is_read_as_written_under_not(schema):
+    assert invalid_fillings(schema, 30) == []
+
+
+@pytest.mark.parametrize("schema", [
+    # a member whose name is generated (minProperties above the declared count) never has dependencies to meet
+    {"type": "object", "minProperties": 1, "maxProperties": 1, "propertyNames": {"pattern": "^[ab]$"},
+     "dependentRequired": {"a": ["c"]}},
+    {"type": "object", "minProperties": 1, "propertyNames": {"enum": ["a", "b"]}, "additionalProperties": {
+        "type": "null"}, "dependentSchemas": {"a": {"required": ["b"]}}, "maxProperties": 1},
+    {"$schema": "http://json-schema.org/draft-07/schema#", "type": "object", "minProperties": 1,
+     "patternProperties": {"^[a-c]$": {"type": "integer"}}, "propertyNames": {"enum": ["a", "c"]},
+     "dependencies": {"a": ["c"]}},
+])
+def test_generated_member_names_bring_no_dependencies(schema):
+    assert invalid_fillings(schema, 30) == []
