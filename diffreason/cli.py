@@ -909,6 +909,86 @@ def eval_json(
         raise typer.Exit(EXIT_SOME_FAILED)
 
 
+@eval_app.command("json-fuzz")
+def eval_json_fuzz(
+    examples: int = typer.Option(2000, "--examples", help="schemas generated from the keyword grammar"),
+    seed: int = typer.Option(0, "--seed", help="the same seed generates the same schemas"),
+    fillings: int = typer.Option(6, "--fillings", help="random fillings checked per compiled schema"),
+    compile_timeout: float = typer.Option(5.0, "--compile-timeout", help="CPU seconds per compile (past it: 'slow')"),
+    shrink: int = typer.Option(3, "--shrink", help="failing schemas shrunk to a smallest reproducer, per kind"),
+    out: Path = typer.Option(Path("evals/reports/json-fuzz"), "--out", help="report directory"),
+    threads: int = THREADS_OPTION,
+) -> None:
+    """Soundness fuzz of the JSON-schema compiler: schemas from a grammar of keywords (every draft), each compiled
+    template filled at random and every filling validated (formats too); a schema that does not compile must fail
+    with SchemaError. Writes json_fuzz.json / .md; exit code 1 when any schema crashed or wrote an invalid value."""
+    _int_in("--examples", examples, 1, 10**7)
+    _check_seed(seed)
+    _int_in("--fillings", fillings, 1, 1000)
+    _float_in("--compile-timeout", compile_timeout, 0, 86400)
+    _int_in("--shrink", shrink, 0, 100)
+    _int_in("--threads", threads, 0, MAX_THREADS)
+    _writable_dir(out, "--out")
+    _runtime(threads)
+    from rich.progress import Progress
+
+    from diffreason.evals.json_fuzz import run_fuzz, write_report
+
+    with Progress(console=err_console, transient=True) as bar:
+        task = bar.add_task("schemas", total=examples)
+        report = run_fuzz(examples, seed, fillings, compile_seconds=compile_timeout, shrink=shrink,
+                          progress=lambda done, *_: bar.update(task, completed=done))
+    for path in write_report(report, out, "diffreason eval json-fuzz " + " ".join(sys.argv[3:])):
+        err_console.print(f"wrote {path}")
+    print((out / "json_fuzz.md").read_text())
+    if report["failures"]:
+        raise typer.Exit(EXIT_SOME_FAILED)
+
+
+@eval_app.command("json-suite")
+def eval_json_suite(
+    suite: Path = typer.Option(None, "--suite", help="a JSON-Schema-Test-Suite checkout's tests/ folder (default: the "
+                               "copy vendored in this repository's tests/data)"),
+    drafts: str = typer.Option("", "--drafts", help="comma-separated: draft4, draft6, draft7, draft2019-09, "
+                               "draft2020-12 (default: all)"),
+    fillings: int = typer.Option(3, "--fillings", help="random fillings checked per compiled schema"),
+    compile_timeout: float = typer.Option(60.0, "--compile-timeout", help="CPU seconds per compile"),
+    out: Path = typer.Option(Path("evals/reports/json-suite"), "--out", help="report directory"),
+    threads: int = THREADS_OPTION,
+) -> None:
+    """The official JSON-Schema-Test-Suite as a compliance check: each compiled template's fillings validate, and no
+    instance the suite labels invalid lies in a template's language. Writes json_suite.json / .md; exit code 1 on
+    any crash, invalid filling or invalid instance inside a template's language."""
+    from diffreason.evals.json_suite import DEFAULT_ROOT, DRAFTS
+
+    wanted = [d.strip() for d in drafts.split(",") if d.strip()] or list(DRAFTS)
+    unknown = [d for d in wanted if d not in DRAFTS]
+    if unknown:
+        raise DiffreasonError(f"--drafts: unknown draft {unknown[0]!r} (known: {', '.join(DRAFTS)})")
+    root = suite or DEFAULT_ROOT
+    if not all((root / d).is_dir() for d in wanted):
+        raise DiffreasonError(f"--suite {str(root)!r} has no folder for each of {', '.join(wanted)}")
+    _int_in("--fillings", fillings, 1, 1000)
+    _float_in("--compile-timeout", compile_timeout, 0, 86400)
+    _int_in("--threads", threads, 0, MAX_THREADS)
+    _writable_dir(out, "--out")
+    _runtime(threads)
+    from rich.progress import Progress
+
+    from diffreason.evals.json_suite import load_suite, run_suite, write_report
+
+    groups = load_suite(wanted, root)
+    with Progress(console=err_console, transient=True) as bar:
+        task = bar.add_task("case groups", total=len(groups))
+        report = run_suite(wanted, fillings=fillings, root=root, groups=groups, compile_timeout=compile_timeout,
+                           progress=lambda: bar.advance(task))
+    for path in write_report(report, out, "diffreason eval json-suite " + " ".join(sys.argv[3:])):
+        err_console.print(f"wrote {path}")
+    print((out / "json_suite.md").read_text())
+    if any(report[key] for key in ("crashes", "invalid_fillings", "invalid_inside")):
+        raise typer.Exit(EXIT_SOME_FAILED)
+
+
 class GridWatcher:
     """Live Sudoku grid: givens bold, cells accepted this step green, the rest the model's current guess, dim."""
 

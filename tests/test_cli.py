@@ -58,3 +58,15 @@ def test_user_errors_are_one_line_exit_2(args, message, tiny_checkpoint, tmp_pat
     assert len(lines) == 1, p.stderr
     assert lines[0].startswith("error: ") and message in lines[0]
     assert "Traceback" not in p.stderr
+
+
+def test_eval_json_suite_and_fuzz_commands(tmp_path):
+    """The two soundness evals as a user runs them: reports written, exit 0 when nothing unsound was found."""
+    p = run("eval", "json-suite", "--drafts", "draft6", "--fillings", "1", "--out", str(tmp_path / "suite"))
+    assert p.returncode == 0, p.stderr
+    report = json.loads((tmp_path / "suite" / "json_suite.json").read_text())
+    assert report["total"]["compiled"] > 150 and not report["invalid_inside"] and not report["crashes"]
+    p = run("eval", "json-fuzz", "--examples", "30", "--seed", "5", "--fillings", "2", "--out", str(tmp_path / "fuzz"))
+    assert p.returncode == 0, p.stdout[-2000:] + p.stderr
+    report = json.loads((tmp_path / "fuzz" / "json_fuzz.json").read_text())
+    assert report["counts"]["generated"] == 30 and not report["failures"]
