@@ -1062,8 +1062,7 @@ class _Compiler:
                     raise _NoValue(f"'contains' needs an item, and the array holds none at {path}/contains")
                 return seq(lit("["), lit("]")), 2
             if is_tuple:  # exactly these items
-                if need:
-                    self.fail(f"{path}/contains", "unsupported keyword 'contains' on a tuple")
+                item_schemas = self.containing_tuple(schema, item_schemas, need, path)
                 if schema.get("uniqueItems") and not self.pairwise_distinct(item_schemas, seen):
                     text = _json_text(self.distinct_items(schema, item_schemas, path, seen))
                     return Choice([text]), len(text) + 2
@@ -1399,6 +1398,13 @@ class _Compiler:
         first = seq(shares[0], *([tail] if tail is not None else []))
         return seq(lit("["), group(first) if lo >= 1 else optional(first), lit("]")), width
 
+    def containing_tuple(self, schema: dict, items: list, need: int, path: str) -> list:
+        """A tuple's item schemas with its first `need` items also matching `contains` (a sound subset of the tuples
+        with that many matches anywhere)."""
+        if need > len(items):
+            raise _NoValue(f"the tuple's {len(items)} items cannot hold the {need} 'contains' needs at {path}/contains")
+        return [{"allOf": [item, schema["contains"]]} for item in items[:need]] + items[need:]
+
     def pairwise_distinct(self, items: list, seen: tuple) -> bool:
         """Does every value we write for items[i] fail items[j] (i != j), so that a tuple's items never repeat?"""
         try:
@@ -1562,9 +1568,23 @@ class _Compiler:
         add(None if low is None else math.ceil(low + 1), neg_hi, True)
         pos_lo = 0 if int_lo is None else max(0, int_lo)
         add(pos_lo, None if high is None else math.floor(high) - 1, True)
-        if not options:
-            self.fail(path, "numeric bounds too tight to express")
+        if not options:  # no integer and no i.f within the bounds: a choice among decimals between them
+            return self.decimals_between(schema, low, high, path)
         return "(" + "|".join(f"({o})" for o in options) + ")"
+
+    def decimals_between(self, schema: dict, low: float, high: float, path: str) -> Choice:
+        """Bounds too tight for an integer or a one-decimal-interval fraction ((0.1, 0.2)): nineteen evenly spaced
+        decimals between them, each of at most twelve significant digits, kept where the validator accepts the number
+        its text reads as (the bounds are checked in floating point, as validators check them)."""
+        valid = self.checker(schema)
+        lo, hi = decimal.Decimal(repr(low)), decimal.Decimal(repr(high))
+        with decimal.localcontext() as context:
+            context.prec = 12
+            texts = dict.fromkeys(format((lo + (hi - lo) * k / 20).normalize(), "f") for k in range(1, 20))
+        lits = [text for text in texts if len(text) <= self.budget.number and valid(json.loads(text))]
+        if not lits:
+            self.fail(path, "numeric bounds too tight to express")
+        return Choice(lits)
 
     def string_regex(self, schema: dict, path: str) -> tuple[str, int]:
         fmt = schema.get("format") if schema.get("format") in FORMATS else None  # others annotate (SPEC_FORMATS)
@@ -1927,7 +1947,6 @@ class _Compiler:
                 lo = max(int(schema.get("minItems", 0)), need)
                 if schema.get("uniqueItems") and lo > 1:  # (a scaffold's items could repeat)
                     return [self.text(_json_text(self.distinct_items(schema, items * lo, path, seen)))]
-                # (no items when the only item schema cannot be written: see array_items)
                 if need and (not items or int(schema.get("maxItems", need)) < need):
                     raise _NoValue(f"the array cannot hold the {need} items 'contains' needs at {path}/contains")
                 # one item at least, unless nested in another written-for-you value (the template stays small)
@@ -1936,8 +1955,8 @@ class _Compiler:
                     items = [{"allOf": [items[0], schema["contains"]]}] * need + items[need:]
                 self.fix(f"{path or '#'}: always {len(items)} item(s)")
             elif need:
-                self.fail(f"{path}/contains", "unsupported keyword 'contains' on a tuple")
-            elif schema.get("uniqueItems") and not self.pairwise_distinct(items, seen):
+                items = self.containing_tuple(schema, items, need, path)
+            if is_tuple and schema.get("uniqueItems") and not self.pairwise_distinct(items, seen):
                 return [self.text(_json_text(self.distinct_items(schema, items, path, seen)))]
             parts = [self.text("[")]
             self.forced += 1

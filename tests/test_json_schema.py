@@ -1740,3 +1740,17 @@ def test_a_type_list_is_read_as_written_under_not(schema):
 ])
 def test_generated_member_names_bring_no_dependencies(schema):
     assert invalid_fillings(schema, 30) == []
+
+
+@pytest.mark.parametrize("schema", [
+    # contains on a tuple: its first items also match it
+    {"type": "array", "prefixItems": [{"type": "integer"}, {"type": "string"}], "items": False, "minItems": 2,
+     "contains": {"type": "integer", "minimum": 5}},
+    {"$schema": "http://json-schema.org/draft-07/schema#", "type": "array", "items": [{"type": ["integer", "null"]},
+     {"type": "null"}], "additionalItems": False, "minItems": 2, "contains": {"type": "null"}},
+    # bounds with no integer and no one-decimal interval between them: decimals between them
+    {"type": "number", "exclusiveMinimum": 0.1, "exclusiveMaximum": 0.2},
+    {"type": "number", "minimum": -0.3, "exclusiveMaximum": -0.25},
+])
+def test_tuples_with_contains_and_tight_number_bounds(schema):
+    assert invalid_fillings(schema, 30) == []
