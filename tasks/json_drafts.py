@@ -135,7 +135,7 @@ def _needs_translation(root: Any) -> bool:
         node = stack.pop()
         if isinstance(node, dict):
             for key, value in node.items():
-                if key in stale or key.startswith(_OWN_PREFIX) or key == "$dynamicRef" or (
+                if key in stale or key.startswith(_OWN_PREFIX) or key == "$dynamicRef" or _is_anchor_ref(key, value) or (
                         key == "format" and isinstance(value, str) and value not in checked):
                     return True
                 if key not in ("enum", "const", "default", "examples"):  # (data, not schemas)
@@ -143,6 +143,30 @@ def _needs_translation(root: Any) -> bool:
         elif isinstance(node, list):
             stack.extend(node)
     return False
+
+
+def _is_anchor_ref(key: str, value: Any) -> bool:
+    return key == "$ref" and isinstance(value, str) and value.startswith("#") and value != "#" and value[1] != "/"
+
+
+def _anchors(root: Any, id_key: str) -> dict[str, Any]:
+    """Plain-name fragments (`#name`) → the schema that names itself so: `$anchor` (2019-09 on), an `$id` (`id` in
+    draft 4) of just a fragment (drafts 6 and 7), `$dynamicAnchor` (a plain `$ref` to it reads it as an anchor)."""
+    out: dict[str, Any] = {}
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            names = [node.get("$anchor"), node.get("$dynamicAnchor")]
+            if isinstance(node.get(id_key), str) and node[id_key].startswith("#"):
+                names.append(node[id_key][1:])
+            for name in names:
+                if isinstance(name, str) and name:
+                    out.setdefault(name, node)
+            stack.extend(value for key, value in node.items() if key not in ("enum", "const", "default", "examples"))
+        elif isinstance(node, list):
+            stack.extend(node)
+    return out
 
 
 class _Translator:
@@ -156,6 +180,7 @@ class _Translator:
         self.defs: dict[str, Any] = {}  # $defs of the translated document: name → translated target
         self.pending: list[str] = []
         self.targets: dict[str, Any] = {}
+        self.anchors = _anchors(root, "id" if cls is _DRAFTS[0] else "$id")
 
     def run(self) -> Translation:
         schema = self.schema(self.root)
@@ -182,8 +207,8 @@ class _Translator:
         return self.targets[ref]
 
     def _walk(self, ref: str) -> Any:
-        if ref != "#" and not ref.startswith("#/"):
-            return _MISSING  # (an anchor, "#name": not supported)
+        if ref != "#" and not ref.startswith("#/"):  # an anchor, "#name"
+            return self.anchors.get(unquote(ref[1:]), _MISSING)
         node = self.root
         for part in unquote(ref[1:]).split("/")[1:]:
             part = part.replace("~1", "/").replace("~0", "~")

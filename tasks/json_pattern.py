@@ -17,6 +17,7 @@ full matches:
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import re
 
@@ -44,6 +45,14 @@ class PatternError(ValueError):
 
 class PatternLengthError(PatternError):
     """minLength / maxLength cannot be folded into the pattern."""
+
+
+class PatternEmpty(PatternError):
+    """No full match of the pattern can be written (an anchor that can hold at no place a match puts it)."""
+
+
+class _Impossible(Exception):
+    """This part of a pattern can never be on a full match (raised up to the branch or repeat that can do without)."""
 
 
 def _regex_literal(text: str) -> str:
@@ -123,7 +132,12 @@ def _translate(pattern, at_start: bool, at_end: bool, exact: bool = False) -> st
         elif op is C.CATEGORY:
             out.append(_class_regex(_class_members([(C.CATEGORY, av)])))
         elif op is C.BRANCH:
-            subs = [_translate(p, at_start and zero_before, at_end and zero_after, exact) for p in av[1]]
+            subs = []
+            for p in av[1]:
+                with contextlib.suppress(_Impossible):  # (an alternative no full match takes: left out)
+                    subs.append(_translate(p, at_start and zero_before, at_end and zero_after, exact))
+            if not subs:
+                raise _Impossible()
             out.append("(" + "|".join(subs) + ")")
         elif op is C.SUBPATTERN:
             group, add_flags, del_flags, sub = av
@@ -136,7 +150,12 @@ def _translate(pattern, at_start: bool, at_end: bool, exact: bool = False) -> st
                 raise PatternError(f"a repeat of more than {MAX_REPEAT} (longer than any value written)")
             if hi != C.MAXREPEAT and hi > MAX_REPEAT:
                 hi = max(lo, MAX_REPEAT)
-            body = _translate(sub, False, False, exact)
+            try:
+                body = _translate(sub, False, False, exact)
+            except _Impossible:  # a body no full match takes: only no repetition at all
+                if lo > 0:
+                    raise
+                continue
             only_dots = all(o is C.ANY for o, _ in sub)
             if only_dots and (hi == C.MAXREPEAT or hi > MAX_DOT_RUN) and not exact:
                 hi = max(lo, MAX_DOT_RUN)
@@ -146,12 +165,18 @@ def _translate(pattern, at_start: bool, at_end: bool, exact: bool = False) -> st
             )
             out.append(f"({body}){bound}")
         elif op is C.AT:
+            # an anchor where characters may precede (follow) it: a subset leaves out the ways through it, which
+            # can only hold at the start (end); the exact language (a complement's) cannot
             if av in (C.AT_BEGINNING, C.AT_BEGINNING_STRING):
                 if not (at_start and zero_before):
-                    raise PatternError("'^' where characters can precede it is not supported")
+                    if exact:
+                        raise PatternError("'^' where characters can precede it is not supported")
+                    raise _Impossible()
             elif av in (C.AT_END, C.AT_END_STRING):
                 if not (at_end and zero_after):
-                    raise PatternError("'$' where characters can follow it is not supported")
+                    if exact:
+                        raise PatternError("'$' where characters can follow it is not supported")
+                    raise _Impossible()
             else:
                 raise PatternError("word boundaries are not supported")
         elif op in (C.ASSERT, C.ASSERT_NOT):
@@ -222,7 +247,10 @@ def _pattern_to_json_regex(pattern: str, min_length, max_length, exact: bool) ->
     shortest, longest = parsed.getwidth()
     if shortest < min_length or longest > max_length:
         _bound_lengths(parsed, min_length, max_length)
-    return _translate(parsed, True, True, exact)
+    try:
+        return _translate(parsed, True, True, exact)
+    except _Impossible:
+        raise PatternEmpty("no full match of the pattern can be written (its anchors hold nowhere)") from None
 
 
 @functools.lru_cache(maxsize=1024)
@@ -252,6 +280,13 @@ def lookaround_parts(pattern: str) -> tuple[str, tuple[str, ...], tuple[str, ...
     rest = items[:start] + items[ahead:behind] + items[end:]
     if any(op in (C.ASSERT, C.ASSERT_NOT) for op, _ in rest):
         raise PatternError("lookarounds other than at the pattern's start (ahead) or end (behind) are not supported")
+    try:
+        return _lookaround_regexes(parsed, items, start, ahead, behind, end, rest)
+    except _Impossible:
+        raise PatternEmpty("no full match of the pattern can be written (its anchors hold nowhere)") from None
+
+
+def _lookaround_regexes(parsed, items, start: int, ahead: int, behind: int, end: int, rest) -> tuple:
     any_chars = f"{STRING_CHAR}*"
     required, forbidden = [], []
     ends = ((C.AT, C.AT_END), (C.AT, C.AT_END_STRING))

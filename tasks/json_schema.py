@@ -54,7 +54,8 @@ from diffreason.tasks.json_drafts import to_2020_12, validator
 from diffreason.tasks.json_load import load_schema, load_schema_file, parse_json_text  # noqa: F401 (re-exported)
 from diffreason.regex_dfa import paused_gc
 from diffreason.tasks.json_pattern import (
-    STRING_CHAR, PatternError, PatternLengthError, lookaround_parts, pattern_to_json_regex, searched_json_regex,
+    STRING_CHAR, PatternEmpty, PatternError, PatternLengthError, lookaround_parts, pattern_to_json_regex,
+    searched_json_regex,
 )
 from diffreason.tasks.json_pattern import parser as pattern_parser
 
@@ -491,7 +492,8 @@ class _Compiler:
                 self.fail(path, f"unsupported keyword '$ref' (only local references, got {ref!r})")
             if seen.count(ref) >= self.max_depth:
                 raise _DepthLimit(
-                    f"recursive reference {ref} is required at every depth (depth limit {self.max_depth}) at {path}"
+                    f"recursive reference {self.ref_names.get(ref, ref)} is required at every depth (depth limit "
+                    f"{self.max_depth}) at {path}"
                 )
             seen = seen + (ref,)
             node: Any = self.root
@@ -513,6 +515,9 @@ class _Compiler:
             seen = _longer(seen, schema.get(REFS, ()))
             if schema.keys() & {"$ref", "allOf"}:
                 return self.resolve(schema, path, seen, fold_not, exact)
+        brought = self.brought_schemas(schema)
+        if brought:  # a required member's dependentSchemas always hold
+            return self.resolve({"allOf": [brought[0], *brought[1:]]}, path, seen, fold_not, exact)
         if isinstance(schema.get("anyOf"), list) and isinstance(schema.get("oneOf"), list) and schema["oneOf"]:
             # (A1 or A2) and oneOf(B) = (A1 and oneOf(B)) or (A2 and oneOf(B))
             rest = {k: v for k, v in schema.items() if k not in ("anyOf", "oneOf")}
@@ -522,6 +527,19 @@ class _Compiler:
         if "not" in schema and fold_not and "anyOf" not in schema and "oneOf" not in schema:
             schema = self.without_not(schema, path, seen)
         return schema, path, seen
+
+    @staticmethod
+    def brought_schemas(schema: dict) -> list:
+        """[the schema without them, the dependentSchemas of its required members] — a required member is always
+        there, so what it brings always holds (empty when there are none)."""
+        deps, required = schema.get("dependentSchemas"), schema.get("required")
+        if not isinstance(deps, dict) or not isinstance(required, list):
+            return []
+        names = [n for n in dict.fromkeys(required) if isinstance(n, str) and n in deps and deps[n] not in (True, {})]
+        if not names:
+            return []
+        rest = {**schema, "dependentSchemas": {k: v for k, v in deps.items() if k not in names}}
+        return [rest, *(deps[n] for n in names)]
 
     def resolve_marked(self, schema: Any, path: str, seen: tuple, fold_not: bool = True, exact: bool = False) -> dict:
         """`resolve`'s schema, carrying the `$ref`s it followed (REFS) for a caller that goes on with its own `seen`."""
@@ -983,8 +1001,10 @@ class _Compiler:
             # A finite set: keep the values that satisfy the whole schema (type, if/then, ... beside the enum).
             key = "const" if "const" in schema else "enum"
             values = [schema["const"]] if key == "const" else schema["enum"]
-            if not isinstance(values, list) or not values:
-                self.fail(f"{path}/enum", "'enum' must be a non-empty list")
+            if not isinstance(values, list):
+                self.fail(f"{path}/enum", "'enum' must be a list")
+            if not values:  # (drafts 6 and later allow it: it accepts nothing)
+                raise _NoValue(f"an empty 'enum' accepts no value at {path}/enum")
             lits = [json.dumps(v, separators=(",", ":"), ensure_ascii=False) for v in values
                     if self.valid_member(v, schema, key)]
             if not lits:
@@ -1613,7 +1633,7 @@ class _Compiler:
         try:
             around = lookaround_parts(schema["pattern"]) if "pattern" in schema else None
         except PatternError as exc:
-            self.fail(f"{path}/pattern", f"unsupported keyword 'pattern' ({exc})")
+            self.pattern_failure(exc, f"{path}/pattern")
         if around is not None:  # one match spanning the string, within what its lookarounds say of the string
             body, required, forbidden = around
             keywords.append(f"pattern {schema['pattern']!r}")
@@ -1627,7 +1647,7 @@ class _Compiler:
             except PatternLengthError:
                 folded = None
             except PatternError as exc:
-                self.fail(f"{path}/pattern", f"unsupported keyword 'pattern' ({exc})")
+                self.pattern_failure(exc, f"{path}/pattern")
             if folded is not None and not fmt and not excluded and not schema.get(PATTERNS):
                 # A pattern is searched, not matched: a string that is exactly one match satisfies it, so
                 # unanchored ends need no padding (which would also multiply the automaton's states).
@@ -1637,13 +1657,13 @@ class _Compiler:
                 try:
                     regexes.append(self.searched_pattern(pattern))
                 except PatternError as exc:
-                    self.fail(f"{path}/pattern", f"unsupported keyword 'pattern' ({exc})")
+                    self.pattern_failure(exc, f"{path}/pattern")
         for pattern in schema.get(PATTERNS, []):  # further patterns (allOf parts), searched like the first
             keywords.append(f"pattern {pattern!r}")
             try:
                 regexes.append(self.searched_pattern(pattern))
             except PatternError as exc:
-                self.fail(f"{path}/allOf", f"unsupported keyword 'pattern' ({exc})")
+                self.pattern_failure(exc, f"{path}/allOf")
         if not bounded and ("minLength" in schema or "maxLength" in schema):
             regexes.append(lengths)
             keywords += [f"{k} {schema[k]}" for k in ("minLength", "maxLength") if k in schema]
@@ -1660,6 +1680,13 @@ class _Compiler:
             together = f"{', '.join(keywords)} together" if keywords else "the schema"
             raise _NoValue(f"no string satisfies {together}{' and its not' if excluded else ''}{capped} at {path}")
         return regex, width
+
+    def pattern_failure(self, exc: PatternError, where: str):
+        """A pattern no string we write can match (PatternEmpty: no value, an optional member is left out), or one
+        this compiler cannot read (an error naming the keyword)."""
+        if isinstance(exc, PatternEmpty):
+            raise _NoValue(f"{exc} at {where}")
+        self.fail(where, f"unsupported keyword 'pattern' ({exc})")
 
     @staticmethod
     def searched_pattern(pattern: str) -> str:

@@ -262,7 +262,7 @@ def test_plausibility_compares_leaves_at_the_same_path():
         ({"type": "string", "pattern": "^([a-z]+-)+(?=x)$", "maxLength": 4}, "'pattern' (lookarounds other than at"),
         ({"type": "string", "pattern": "(?i)^abc$"}, "'pattern' (inline flags are not supported)"),
         ({"type": "string", "pattern": "\\bfoo"}, "'pattern' (word boundaries are not supported)"),
-        ({"type": "string", "pattern": "a^b"}, "'^' where characters can precede it is not supported"),
+        ({"type": "string", "pattern": "a^b"}, "no full match of the pattern can be written (its anchors hold nowhere)"),
         ({"type": "string", "pattern": "\\p{L}"}, "not a regular expression Python accepts: bad escape \\p"),
         ({"type": "string", "pattern": "^[^ -~]$"}, "a character class matches no printable ASCII character"),
     ],
@@ -1020,11 +1020,11 @@ def test_dependencies_hold_in_every_output(schema, present, absent):
         assert present <= value.keys() and not absent & value.keys()
 
 
-def test_a_schema_dependency_of_a_required_member_fails_clearly():
+def test_a_schema_dependency_of_a_required_member_always_holds():
     schema = {"type": "object", "required": ["a"], "properties": {"a": {"type": "null"}},
-              "dependentSchemas": {"a": {"properties": {"b": {"type": "integer"}}}}}
-    with pytest.raises(SchemaError, match="unsupported keyword 'dependentSchemas' .* at /dependentSchemas/a"):
-        compile_schema(schema, TOK)
+              "dependentSchemas": {"a": {"properties": {"b": {"type": "integer", "maximum": 3}}, "required": ["b"]}}}
+    assert invalid_fillings(schema, 10) == []
+    assert all(value["b"] <= 3 for value in (fill_and_parse(compile_schema(schema, TOK), k) for k in range(10)))
 
 
 ATOMS = ["a", "Z", "7", "-", "/", " ", "\\.", '"', "\\\\", "é", "[a-f]", "[^x]", "[0-9A-F]", "\\d", "\\w", "\\s", "\\S",
@@ -1754,3 +1754,33 @@ def test_generated_member_names_bring_no_dependencies(schema):
 ])
 def test_tuples_with_contains_and_tight_number_bounds(schema):
     assert invalid_fillings(schema, 30) == []
+
+
+@pytest.mark.parametrize("schema", [
+    # anchors: "$ref": "#name" to an $anchor (2019-09 on) or to a fragment-only $id (drafts 6 and 7)
+    {"$defs": {"pos": {"$anchor": "positive", "type": "integer", "minimum": 1}}, "type": "object",
+     "required": ["a"], "properties": {"a": {"$ref": "#positive"}}},
+    {"$schema": "http://json-schema.org/draft-07/schema#", "definitions": {"pos": {"$id": "#positive",
+     "type": "integer", "minimum": 1}}, "type": "object", "required": ["a"], "properties": {"a": {"$ref": "#positive"}}},
+    # a required member's dependentSchemas always hold (draft 7's schema-valued dependencies too)
+    {"type": "object", "required": ["kind"], "properties": {"kind": {"type": "string"}, "size": {"type": "integer"}},
+     "dependentSchemas": {"kind": {"required": ["size"], "properties": {"size": {"maximum": 3}}}}},
+    {"$schema": "http://json-schema.org/draft-07/schema#", "type": "object", "required": ["a"],
+     "properties": {"a": {"type": "null"}}, "dependencies": {"a": {"properties": {"b": {"const": 1}},
+                                                                     "required": ["b"]}}},
+    # an empty enum accepts nothing: an optional member holding it is left out
+    {"type": "object", "required": ["a"], "properties": {"a": {"type": "integer"}, "b": {"enum": []}}},
+    # an anchor that can hold nowhere a match puts it: the ways through it are left out (a subset) ...
+    {"type": "string", "pattern": "^(\\/?((\\.{2})|([a-z0-9\\-]*))($|\\/))*$"},
+    # ... or, where nothing is left, no value: the optional member is not written
+    {"type": "object", "properties": {"y": {"type": "string", "pattern": "/^[0-9]{4}$/"}, "z": {"type": "integer"}}},
+])
+def test_anchors_dependent_schemas_empty_enums_and_anchors_that_hold_nowhere(schema):
+    assert invalid_fillings(schema, 20) == []
+
+
+def test_a_recursive_reference_is_named_as_written():
+    schema = {"definitions": {"Foo": {"type": "object", "required": ["child"], "properties": {
+        "child": {"$ref": "#/definitions/Foo"}}}}, "$ref": "#/definitions/Foo"}
+    with pytest.raises(SchemaError, match="recursive reference #/definitions/Foo is required at every depth"):
+        compile_schema({"$schema": "http://json-schema.org/draft-07/schema#", **schema}, TOK)
