@@ -33,6 +33,7 @@ import copy
 import decimal
 import fractions
 import functools
+import itertools
 import json
 import math
 import re
@@ -586,12 +587,13 @@ class _Compiler:
 
     # -- not: folded into the schema as a restriction of what we write, where one exists ----------------------------
 
-    def without_not(self, schema: dict, path: str, seen: tuple) -> dict:
+    def without_not(self, schema: dict, path: str, seen: tuple, skip: int = 0) -> dict:
         """The schema without its `not`, restricted so that every value we write fails the negated schema.
 
         A value fails a schema when it fails any one of its keywords, so each keyword of the negated schema offers
         ways to fail it (see `negations`), each a restriction of the rest of the schema; the first that leaves values
-        wins. A finite set (enum / const beside the `not`) keeps its `not`: its values are checked against it.
+        wins (`skip`: the first `skip` such ways are passed over — a search for one that suits what comes next).
+        A finite set (enum / const beside the `not`) keeps its `not`: its values are checked against it.
         """
         neg, rest = schema["not"], {k: v for k, v in schema.items() if k != "not"}
         if "enum" in rest or "const" in rest:  # a finite set: its values are checked against the whole schema
@@ -621,11 +623,15 @@ class _Compiler:
                 if option is _EMPTY:
                     continue
                 try:
-                    return self.resolve_marked(option, path, seen)
+                    resolved = self.resolve_marked(option, path, seen)
                 except _NoValue:
                     continue
                 except SchemaError:
                     unsupported.add(key)
+                    continue
+                if not skip:
+                    return resolved
+                skip -= 1
             if not exact:  # the ways tried are only some of the ways: none left proves nothing
                 unsupported.add(key)
         if unsupported:
@@ -771,7 +777,10 @@ class _Compiler:
                     with contextlib.suppress(SchemaError):
                         options.append(failing_member(name, sub, f"{path}/patternProperties/{pattern}"))
         elif key == "items" and isinstance(value, (dict, bool)):  # an array whose items all fail (one would do)
-            option = within("array", {"minItems": max(1, rest.get("minItems", 1)), "items": {"not": value}})
+            # (`items` beside the negated schema's prefixItems covers the elements after them only)
+            prefix = len(neg["prefixItems"]) if isinstance(neg.get("prefixItems"), list) else 0
+            fail = {"minItems": max(prefix + 1, rest.get("minItems", 1)), "items": {"not": value}}
+            option = within("array", {**fail, "prefixItems": [True] * prefix} if prefix else fail)
             try:  # the items' own `not` folded now: one that leaves no value rules this way out
                 if option is not None and not isinstance(option.get("items"), list):
                     self.resolve(option["items"], f"{path}/items", seen)
@@ -791,17 +800,44 @@ class _Compiler:
         elif key in ("anyOf", "oneOf"):  # not (A or B) = not A and not B; failing every oneOf branch fails oneOf
             if not isinstance(value, list):
                 return None
-            out = rest
-            try:
-                for branch in value:
-                    both = {"anyOf": [out["not"], branch]} if "not" in out else branch
-                    out = self.without_not({**out, "not": both}, path, seen)
-            except _NoValue:
-                out = None
+            out, complete = self.fail_every(rest, value, path, seen)
             options.append(out)
+            exact = complete
         else:
             return None
         return [o if o is not None else _EMPTY for o in options], exact
+
+    def fail_every(self, rest: dict, branches: list, path: str, seen: tuple, tries: int = 32) -> tuple[dict | None, bool]:
+        """(`rest` restricted so that every value fails each of `branches`, or None; whether a None is a proof) —
+        each branch's `not` folded in turn, and where the way chosen to fail one branch leaves no value for the next,
+        the next way to fail it (a search over at most `tries` folds: `not (if A then B)` fails A's case by failing
+        B, which other types would not)."""
+        budget = [tries]
+        proof = [True]
+
+        def search(out: dict, i: int) -> dict | None:
+            if i == len(branches):
+                return out
+            both = {"anyOf": [out["not"], branches[i]]} if "not" in out else branches[i]
+            base = {k: v for k, v in out.items() if k != "not"}
+            for skip in itertools.count():
+                if budget[0] <= 0:
+                    proof[0] = False
+                    return None
+                budget[0] -= 1
+                try:
+                    option = self.without_not({**base, "not": both}, path, seen, skip)
+                except _NoValue:
+                    return None  # no (further) way to fail branch i beside what is chosen
+                except SchemaError:
+                    proof[0] = False  # a way this compiler cannot write: a value may still exist
+                    return None
+                found = search(option, i + 1)
+                if found is not None:
+                    return found
+            return None
+
+        return search(rest, 0), proof[0]
 
     def types_of(self, schema: dict) -> list[str]:
         """The JSON types `schema`'s own type keyword allows (all of them when it has none). (The scalars resolve
@@ -831,7 +867,10 @@ class _Compiler:
         out = dict(a)
         lower = ("minimum", "exclusiveMinimum", "minLength", "minItems", "minProperties")
         upper = ("maximum", "exclusiveMaximum", "maxLength", "maxItems", "maxProperties")
+        arrays = self.merge_arrays(a, b)
         for key, value in b.items():
+            if arrays is not None and key in ("prefixItems", "items"):
+                continue  # (merged element by element below)
             if key == REFS:
                 out[key] = _longer(out.get(key, ()), value)
                 continue
@@ -895,7 +934,30 @@ class _Compiler:
                 raise _NoValue(f"'const' {mine!r} and {value!r} accept no common value at {path}/const")
             else:
                 self.fail(f"{path}/{key}", f"unsupported keyword {key!r} with different values in 'allOf' parts")
+        if arrays is not None:
+            out.pop("items", None)
+            out.update(arrays)
         self.apply_additional(a, b, out, path if exact else None)
+        return out
+
+    @staticmethod
+    def merge_arrays(a: dict, b: dict) -> dict | None:
+        """{prefixItems, items} of two parts of which one has prefixItems, merged element by element: a part's
+        `items` covers the elements after its own prefixItems only — all of them where it has none —, so the other
+        part's prefix positions take it too (None when neither has prefixItems: `items` merge as schemas)."""
+        prefixes = [p.get("prefixItems") for p in (a, b)]
+        if not any(isinstance(p, list) for p in prefixes):
+            return None
+        pa, pb = (p if isinstance(p, list) else [] for p in prefixes)
+        ra, rb = a.get("items", True), b.get("items", True)
+
+        def both(x, y):
+            return x if y is True else y if x is True else False if False in (x, y) else {"allOf": [x, y]}
+
+        at = lambda prefix, rest, i: prefix[i] if i < len(prefix) else rest  # noqa: E731
+        out = {"prefixItems": [both(at(pa, ra, i), at(pb, rb, i)) for i in range(max(len(pa), len(pb)))]}
+        if both(ra, rb) is not True:
+            out["items"] = both(ra, rb)
         return out
 
     def apply_additional(self, a: dict, b: dict, out: dict, exact_at: str | None = None) -> None:
@@ -1302,10 +1364,10 @@ class _Compiler:
         if emitted == {"object"}:
             a_props, b_props = a.get("properties", {}), b.get("properties", {})
             a_required = [k for k in a.get("required", []) if k in a_props]
-            # b requires a key a never writes (a's own anyOf / oneOf branches may declare more members)
-            never = "anyOf" not in a and "oneOf" not in a
+            # b requires a key a never writes: a leaves it out (`false`), or neither declares, requires nor may
+            # generate it (no branches of its own, no minProperties, no dependency naming it)
             b_required = b.get("required", []) if isinstance(b.get("required"), list) else []
-            if any(a_props.get(k) is False or (never and k not in a_props) for k in b_required):
+            if any(a_props.get(k) is False or self.never_writes(a, k) for k in b_required):
                 return True
             # a always writes a member b forbids, or whose value b's refuses (a's branches only narrow it further)
             for key in a_required:
@@ -1318,6 +1380,16 @@ class _Compiler:
                 if sub_b and self.excludes(sub_a, sub_b, seen):
                     return True
         return False
+
+    @staticmethod
+    def never_writes(schema: dict, name: str) -> bool:
+        """Is `name` provably never a member of the objects we write for `schema`?"""
+        if schema.keys() & {"anyOf", "oneOf", "minProperties"} or name in schema.get("properties", {}):
+            return False
+        required = schema.get("required", [])
+        brought = [d for key in ("dependentRequired", "dependencies") if isinstance(schema.get(key), dict)
+                   for d in schema[key].values() if isinstance(d, list)]
+        return name not in required and not any(name in d for d in brought) and not schema.get("dependentSchemas")
 
     def tuple_items(self, schema: dict, path: str) -> tuple[list, Any] | None:
         """(the positional item schemas, the schema of any further item) of a tuple array, or None if not a tuple."""
@@ -1775,6 +1847,9 @@ class _Compiler:
                     raise _NoValue(f"required property {key!r} fails propertyNames at {path}/propertyNames")
                 props.pop(key)
         most = schema.get("maxProperties")
+        if isinstance(most, int) and most < len([k for k in props if k in required]):  # (required with dependents)
+            raise _NoValue(f"maxProperties {most} below the {len(required)} members required (with the ones they "
+                           f"bring along) at {path}/maxProperties")
         if isinstance(most, int) and most < len(props):  # below the declared count: the first optional ones only
             optional = [k for k in props if k not in required]
             room = max(0, most - (len(props) - len(optional)))
@@ -1903,8 +1978,10 @@ class _Compiler:
         if schema.get("propertyNames", True) is not True:  # the generated name must be a valid name too
             names, _ = self.value_regex(schema["propertyNames"], f"{path}/propertyNames", seen)
             key = self.intersect(key, names)
-            if matches_nothing(key, self.placeholders_in(key)):
-                raise _NoValue(f"no generated name satisfies propertyNames at {path}/propertyNames")
+        if (forbidden or schema.get("propertyNames", True) is not True) and matches_nothing(
+                key, self.placeholders_in(key)):
+            raise _NoValue(f"no name can be generated for a member (propertyNames, names left out or bringing "
+                           f"others along) at {path}/minProperties")
         return key, value_schema, where
 
     # -- scaffold ---------------------------------------------------------------------------------------------------

@@ -1784,3 +1784,55 @@ def test_a_recursive_reference_is_named_as_written():
         "child": {"$ref": "#/definitions/Foo"}}}}, "$ref": "#/definitions/Foo"}
     with pytest.raises(SchemaError, match="recursive reference #/definitions/Foo is required at every depth"):
         compile_schema({"$schema": "http://json-schema.org/draft-07/schema#", **schema}, TOK)
+
+
+@pytest.mark.parametrize("schema", [
+    # oneOf exclusion: a name `required` (or generated for minProperties) is written though no `properties` declares it
+    {"oneOf": [{"required": ["a"]}, {"required": ["a", "c"]}]},
+    {"oneOf": [{"type": "object", "required": ["k"]}, {"type": "object", "required": ["k"], "maxProperties": 3}]},
+    {"oneOf": [{"minProperties": 1, "propertyNames": {"enum": ["a"]}},
+               {"propertyNames": {"enum": ["a"]}, "required": ["a"]}]},
+    # a part's `items` beside another part's prefixItems covers the prefix positions too (element by element)
+    {"allOf": [{"items": {"type": "string"}}, {"prefixItems": [{"type": "integer"}]}]},
+    {"$schema": "http://json-schema.org/draft-04/schema#", "allOf": [{"items": {"type": "string"}},
+                                                                    {"items": [{"enum": [0]}]}]},
+    {"type": "array", "items": {"type": "array", "items": {"type": "integer"}},
+     "contains": {"prefixItems": [{"type": "string"}]}},
+    # a negated `items` covers only the elements after the negated schema's prefixItems; `not contains` beside a
+    # prefix constrains the prefix positions too
+    {"type": "array", "not": {"prefixItems": [{}], "items": {"type": "string"}}},
+    {"type": "array", "prefixItems": [{}], "not": {"contains": {"type": "string"}}},
+    {"oneOf": [{"prefixItems": [{}]}, {"contains": {}}]},
+    {"oneOf": [{"type": "array", "items": {"type": "string"}},
+               {"type": "array", "items": {"type": ["string", "integer"]}, "prefixItems": [{"type": "string"}]}]},
+    # maxProperties below the required members and the ones they bring along
+    {"type": "object", "maxProperties": 1, "required": ["b"], "dependentRequired": {"b": ["c"]},
+     "properties": {"b": {"type": "null"}}},
+    # not of if / then / else: the way to fail the 'then' case that suits the 'else' case (a search, not first-fit)
+    {"not": {"if": {"type": "integer"}, "then": {"minimum": 5}}},
+])
+def test_fuzz_reproducers_are_sound(schema):
+    try:
+        compiled = compile_schema(schema, TOK)
+    except SchemaError:
+        return  # (refusing is sound; writing an invalid value is not)
+    for seed in range(30):
+        value = fill_and_parse(compiled, seed)
+        assert validator(schema).is_valid(value), (schema, value)
+
+
+@pytest.mark.parametrize("schema", [
+    {"type": "object", "minProperties": 1, "patternProperties": {"^a$": {}}, "additionalProperties": False,
+     "properties": {"a": False}},
+    {"type": "object", "minProperties": 1, "patternProperties": {"^a$": {}}, "additionalProperties": False,
+     "dependentRequired": {"a": ["b"]}},
+])
+def test_no_generated_name_is_a_schema_error_not_a_crash(schema):
+    with pytest.raises(SchemaError, match="no name can be generated for a member"):
+        compile_schema(schema, TOK)
+
+
+def test_not_of_if_then_else_writes_the_values_it_leaves():
+    compiled = compile_schema({"not": {"if": {"type": "integer"}, "then": {"minimum": 5}}}, TOK)
+    values = [fill_and_parse(compiled, seed) for seed in range(10)]
+    assert all(isinstance(v, int) and v < 5 for v in values)
