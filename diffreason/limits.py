@@ -101,9 +101,9 @@ def check() -> None:
 # ---- jsonschema with a time limit -------------------------------------------------------------------------------
 
 
-def validate_json(schema: Any, value: Any, seconds: float = 30.0) -> tuple[str, str] | None:
+def validate_json(schema: Any, value: Any, seconds: float = 30.0) -> tuple[str, str, str] | None:
     """None when `value` validates against `schema` (its own draft's validator, formats checked); else (message,
-    JSON path of the instance) of jsonschema's best-matching error. A schema holding a `pattern` is checked in a worker
+    JSON path of the instance, the keyword that refused it) of jsonschema's best-matching error. A schema holding a `pattern` is checked in a worker
     process with `seconds` of wall time (ValidationTimeout past it); others here, where nothing can run away. Where
     jsonschema itself fails on the schema, a DiffreasonError saying so."""
     if _has_patterns(schema):
@@ -123,7 +123,7 @@ def _has_patterns(schema: Any) -> bool:
         return True
 
 
-def _verdict(schema: Any, value: Any) -> tuple[str, str] | None:
+def _verdict(schema: Any, value: Any) -> tuple[str, str, str] | None:
     import jsonschema
 
     from diffreason.tasks.json_drafts import validator
@@ -131,7 +131,7 @@ def _verdict(schema: Any, value: Any) -> tuple[str, str] | None:
     error = jsonschema.exceptions.best_match(validator(schema).iter_errors(value))
     if error is None:
         return None
-    return error.message, "/" + "/".join(str(p) for p in error.absolute_path)
+    return error.message, "/" + "/".join(str(p) for p in error.absolute_path), str(error.validator)
 
 
 def _serve(conn) -> None:
@@ -182,7 +182,7 @@ class _Worker:
             self._conn.close()
         self._process = self._conn = None
 
-    def validate(self, schema: Any, value: Any, seconds: float) -> tuple[str, str] | None:
+    def validate(self, schema: Any, value: Any, seconds: float) -> tuple[str, str, str] | None:
         with self._lock:
             if self._process is None or not self._process.is_alive():
                 self._stop()

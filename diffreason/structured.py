@@ -107,6 +107,6 @@ def check_output(schema: Any, text: str, seconds: float = VALIDATION_SECONDS) ->
     except DiffreasonError as exc:  # jsonschema itself fails on this schema (e.g. a $ref into a non-schema)
         raise DiffreasonError(f"{exc}; the output, unchecked: {text}") from None
     if error is not None:
-        message, where = error
+        message, where, _ = error
         raise DiffreasonError(f"internal error: the output {text!r} does not validate ({message} at {where})")
     return value

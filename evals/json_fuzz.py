@@ -47,12 +47,9 @@ Needs `hypothesis` at run time.
 from __future__ import annotations
 
 import collections
-import contextlib
 import dataclasses
 import json
 import re
-import signal
-import threading
 import time
 import traceback
 from dataclasses import dataclass, field
@@ -629,31 +626,6 @@ def schemas(draw, config: FuzzConfig = FuzzConfig()) -> dict:
 # ---- checking one schema ------------------------------------------------------------------------------------------
 
 
-class _OverTime(BaseException):
-    """Raised inside `_cpu_limit` when its CPU seconds are spent (not an Exception: code that catches those must not
-    swallow it)."""
-
-
-@contextlib.contextmanager
-def _cpu_limit(seconds: float):
-    """Raise _OverTime after `seconds` of this process's CPU time (ITIMER_PROF: user + system, so a shared machine's
-    load does not count); no limit off the main thread or without setitimer."""
-    if not seconds or not hasattr(signal, "setitimer") or threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def expire(signum, frame):
-        raise _OverTime()
-
-    previous = signal.signal(signal.SIGPROF, expire)
-    signal.setitimer(signal.ITIMER_PROF, seconds)
-    try:
-        yield
-    finally:
-        signal.setitimer(signal.ITIMER_PROF, 0)
-        signal.signal(signal.SIGPROF, previous)
-
-
 @dataclass
 class Outcome:
     """What became of one schema."""
@@ -678,33 +650,31 @@ def examine(schema: Any, tokenizer, fillings: int = 8, seed: int = 0, compile_se
             check_seconds: float = 20.0) -> Outcome:
     """Compile `schema` (a compile past `compile_seconds` of CPU is "slow", not a failure) and check `fillings`
     random fillings of its template: decoded, parsed, validated by the schema's own draft's validator with formats
-    checked, and accepted by the template itself. Never raises (but KeyboardInterrupt)."""
+    checked (in a worker process past `check_seconds`: a fuzzed pattern may backtrack), and accepted by the template
+    itself. Never raises (but KeyboardInterrupt)."""
     import torch
 
-    from diffreason.tasks.json_schema import SchemaError, compile_schema, validator
+    from diffreason.errors import DiffreasonError
+    from diffreason.limits import BudgetExceeded, ValidationTimeout, cpu_budget, validate_json
+    from diffreason.tasks.json_schema import SchemaError, compile_schema
 
-    start = time.process_time()
+    start = time.thread_time()
     try:
-        with _cpu_limit(compile_seconds):
-            compiled = compile_schema(schema, tokenizer)
-    except _OverTime:
-        return Outcome("slow", f"compile over {compile_seconds:g} CPU s", seconds=time.process_time() - start)
+        compiled = compile_schema(schema, tokenizer, cpu_seconds=compile_seconds)
     except SchemaError as exc:
-        return Outcome("refused", str(exc), seconds=time.process_time() - start)
+        if str(exc).startswith("compile budget exceeded"):
+            return Outcome("slow", f"compile over {compile_seconds:g} CPU s", seconds=time.thread_time() - start)
+        return Outcome("refused", str(exc), seconds=time.thread_time() - start)
     except KeyboardInterrupt:
         raise
     except BaseException as exc:  # the compiler promised a SchemaError
         message = f"{type(exc).__name__}: {_short(str(exc), 200)}"
         return Outcome("crash", message, [("crash", message, _traceback_tail(exc))],
-                       seconds=time.process_time() - start)
-    seconds = time.process_time() - start
+                       seconds=time.thread_time() - start)
+    seconds = time.thread_time() - start
     outcome = Outcome("compiled", fixed=tuple(compiled.fixed), seconds=seconds)
     try:
-        check = validator(schema)
-    except Exception as exc:  # (jsonschema cannot take the schema: nothing to judge by)
-        return dataclasses.replace(outcome, status="unjudged", reason=f"{type(exc).__name__}: {_short(str(exc), 200)}")
-    try:
-        with _cpu_limit(check_seconds):
+        with cpu_budget(check_seconds, what="the fillings"):
             for k in range(fillings):
                 try:
                     tokens = compiled.random_filling(torch.Generator().manual_seed(seed * 1000 + k))
@@ -723,24 +693,15 @@ def examine(schema: Any, tokenizer, fillings: int = 8, seed: int = 0, compile_se
                     outcome.problems.append(("unparsable", text))
                     continue
                 try:
-                    error = _best_error(check, value)
-                except Exception as exc:  # the validator itself fails (an unresolvable $ref, recursion)
-                    return dataclasses.replace(outcome, status="unjudged",
-                                               reason=f"{type(exc).__name__}: {_short(str(exc), 200)}")
+                    error = validate_json(schema, value, check_seconds)
+                except (ValidationTimeout, DiffreasonError) as exc:  # the validator fails or backtracks: no verdict
+                    return dataclasses.replace(outcome, status="unjudged", reason=_short(str(exc), 200))
                 if error is not None:
-                    where = "/" + "/".join(map(str, error.absolute_path))
-                    rule = "/" + "/".join(map(str, error.absolute_schema_path))
-                    outcome.problems.append(("invalid", text, _short(error.message, 200), f"at {where} by {rule}"))
-    except _OverTime:  # (a template builds its automata's tables lazily, on the first filling: part of the compile)
+                    outcome.problems.append(("invalid", text, _short(error[0], 200), f"at {error[1]} by {error[2]}"))
+    except BudgetExceeded:  # (a template builds its automata's tables lazily, on the first filling: part of the compile)
         return dataclasses.replace(outcome, status="slow", reason=f"fillings over {check_seconds:g} CPU s")
     outcome.problems = _distinct(outcome.problems)
     return outcome
-
-
-def _best_error(check, value):
-    import jsonschema
-
-    return jsonschema.exceptions.best_match(check.iter_errors(value))
 
 
 def _distinct(problems: list) -> list:

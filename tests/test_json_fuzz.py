@@ -53,11 +53,12 @@ def test_checker_reports_crashes_and_invalid_fillings(monkeypatch):
 
     real = json_schema.compile_schema
     # a template of another schema: its fillings are strings, which the integer schema refuses
-    monkeypatch.setattr(json_schema, "compile_schema", lambda schema, tok: real({"type": "string", "maxLength": 3}, tok))
+    monkeypatch.setattr(json_schema, "compile_schema",
+                        lambda schema, tok, **limits: real({"type": "string", "maxLength": 3}, tok, **limits))
     problems = check_schema_soundness({"type": "integer"}, TOK, fillings=2)
     assert problems and all(p[0] == "invalid" and "is not of type 'integer'" in p[2] for p in problems)
 
-    def broken(schema, tok):
+    def broken(schema, tok, **limits):
         raise TypeError("argument of type 'bool' is not iterable")
 
     monkeypatch.setattr(json_schema, "compile_schema", broken)
