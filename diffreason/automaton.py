@@ -520,6 +520,7 @@ class TokenAutomaton:
         score[self.initial] = 0.0
         back_edge = []
         for k in range(length):
+            limits.check()
             valid = backward[k + 1, dst] & torch.isfinite(score[src])
             cand = torch.where(valid, score[src] + lp[k, tok], neg)
             new = torch.full((S,), float("-inf"), dtype=torch.float64).scatter_reduce(
