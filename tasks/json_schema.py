@@ -1254,17 +1254,29 @@ class _Compiler:
             if not all(excluded(a, j, b) for j, b in others) and isinstance(a.get("properties"), dict):
                 required = set(a.get("required", []))
                 drop = {k for _, b in others if b is not None for k in b.get("required", []) if k not in required}
-                if drop & a["properties"].keys():
-                    a = {**a, "properties": {k: v for k, v in a["properties"].items() if k not in drop}}
+                if drop & a["properties"].keys():  # (left out: `false`, so no later fold writes them after all)
+                    a = {**a, "properties": {k: False if k in drop else v for k, v in a["properties"].items()}}
             try:
-                for j, b in others:
-                    if b is not None and b == kept[i]:  # the same schema twice: whatever matches one matches both
-                        raise _NoValue(f"branches {i} and {j} are the same schema at {path}/oneOf")
-                    if b is not None and not excluded(a, j, b):
-                        a = self.force_member_against(a, b, seen)
-                    if not excluded(a, j, b):
-                        neg = {"anyOf": [a["not"], raw[j]]} if "not" in a else raw[j]  # (a finite a's own)
-                        a = self.without_not({**a, "not": neg}, f"{path}/oneOf/{i}", seen)
+                # Every exclusion must hold of the branch as finally written. A folded `not` keeps holding (later
+                # folds only narrow the branch); an exclusion read off the branch's shape may not (a fold of `not
+                # object` turns an inferred object into other types): those are checked again after any change.
+                folded: set[int] = set()
+                changed = True
+                while changed:
+                    changed = False
+                    for j, b in others:
+                        if j in folded:
+                            continue
+                        if b is not None and b == kept[i]:  # the same schema twice: whatever matches one matches both
+                            raise _NoValue(f"branches {i} and {j} are the same schema at {path}/oneOf")
+                        before = a
+                        if b is not None and not excluded(a, j, b):
+                            a = self.force_member_against(a, b, seen)
+                        if not excluded(a, j, b):
+                            neg = {"anyOf": [a["not"], raw[j]]} if "not" in a else raw[j]  # (a finite a's own)
+                            a = self.without_not({**a, "not": neg}, f"{path}/oneOf/{i}", seen)
+                            folded.add(j)
+                        changed = changed or a is not before
             except _NoValue as exc:  # no value of branch i fails every other branch
                 empty = exc
                 continue

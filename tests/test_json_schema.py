@@ -1810,6 +1810,14 @@ def test_a_recursive_reference_is_named_as_written():
      "properties": {"b": {"type": "null"}}},
     # not of if / then / else: the way to fail the 'then' case that suits the 'else' case (a search, not first-fit)
     {"not": {"if": {"type": "integer"}, "then": {"minimum": 5}}},
+    # a member left out to fail another branch stays out (`false`), keeping the branch's own schema for it
+    {"oneOf": [{"properties": {"a": {"type": "integer"}}, "required": ["a"], "type": "object"},
+               {"properties": {"a": {"type": "integer"}}, "required": ["b"], "type": "object"},
+               {"properties": {"a": {"type": "integer"}, "kind": {"const": 2}}, "required": ["b", "kind"],
+                "type": "object"}]},
+    # every exclusion holds of the branch as finally written (not object turned an inferred object into arrays)
+    {"oneOf": [{"required": [""]}, {"properties": {}}, {"type": "object"}]},
+    {"oneOf": [{"required": ["x"]}, {"properties": {"y": {"type": "integer"}}}, {"type": ["object", "string"]}]},
 ])
 def test_fuzz_reproducers_are_sound(schema):
     try:
