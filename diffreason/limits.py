@@ -103,9 +103,9 @@ def check() -> None:
 
 def validate_json(schema: Any, value: Any, seconds: float = 30.0) -> tuple[str, str, str] | None:
     """None when `value` validates against `schema` (its own draft's validator, formats checked); else (message,
-    JSON path of the instance, the keyword that refused it) of jsonschema's best-matching error. A schema holding a `pattern` is checked in a worker
-    process with `seconds` of wall time (ValidationTimeout past it); others here, where nothing can run away. Where
-    jsonschema itself fails on the schema, a DiffreasonError saying so."""
+    JSON path of the instance, the keyword that refused it) of jsonschema's best-matching error. A schema holding a
+    `pattern` is checked in a worker process with `seconds` of wall time (ValidationTimeout past it); others here,
+    where nothing can run away. Where jsonschema itself fails on the schema, a DiffreasonError saying so."""
     if _has_patterns(schema):
         return _WORKER.validate(schema, value, seconds)
     try:

@@ -119,29 +119,38 @@ def _check_bases(root: Any, id_key: str) -> None:
             if based and isinstance(node.get("$ref"), str):
                 raise DraftError(f"unsupported '$ref' {node['$ref']!r} inside a subschema with its own {id_key!r} "
                                  "(a different base URI)")
-            stack.extend((value, based) for key, value in node.items()
-                         if key not in ("enum", "const", "default", "examples"))
+            stack.extend((value, based) for key, value in node.items() if key not in _DATA)
         elif isinstance(node, list):
             stack.extend((value, based) for value in node)
 
 
-def _needs_translation(root: Any) -> bool:
-    """Does a 2020-12 schema hold a key that is a keyword only of older drafts, or one of the compiler's own, or a
-    format that is not checked? (Only then is it rewritten: the common case reads as written.)"""
-    stale = _every_keyword() - keywords(LATEST)
-    checked = LATEST.FORMAT_CHECKER.checkers
+_DATA = ("enum", "const", "default", "examples")  # members that hold instances, not schemas
+
+
+def _objects(root: Any):
+    """Every JSON object in a schema document, outside the members that hold instances (`_DATA`)."""
     stack = [root]
     while stack:
         node = stack.pop()
         if isinstance(node, dict):
-            for key, value in node.items():
-                if key in stale or key.startswith(_OWN_PREFIX) or key == "$dynamicRef" or _is_anchor_ref(key, value) or (
-                        key == "format" and isinstance(value, str) and value not in checked):
-                    return True
-                if key not in ("enum", "const", "default", "examples"):  # (data, not schemas)
-                    stack.append(value)
+            yield node
+            stack.extend(value for key, value in node.items() if key not in _DATA)
         elif isinstance(node, list):
             stack.extend(node)
+
+
+def _needs_translation(root: Any) -> bool:
+    """Does a 2020-12 schema hold a key that is a keyword only of older drafts, or one of the compiler's own, a
+    format that is not checked, a `$dynamicRef` or a reference to an anchor? (Only then is it rewritten: the common
+    case reads as written.)"""
+    stale = _every_keyword() - keywords(LATEST)
+    checked = LATEST.FORMAT_CHECKER.checkers
+    for node in _objects(root):
+        for key, value in node.items():
+            if key in stale or key.startswith(_OWN_PREFIX) or key == "$dynamicRef" or _is_anchor_ref(key, value):
+                return True
+            if key == "format" and isinstance(value, str) and value not in checked:
+                return True
     return False
 
 
@@ -153,19 +162,13 @@ def _anchors(root: Any, id_key: str) -> dict[str, Any]:
     """Plain-name fragments (`#name`) → the schema that names itself so: `$anchor` (2019-09 on), an `$id` (`id` in
     draft 4) of just a fragment (drafts 6 and 7), `$dynamicAnchor` (a plain `$ref` to it reads it as an anchor)."""
     out: dict[str, Any] = {}
-    stack = [root]
-    while stack:
-        node = stack.pop()
-        if isinstance(node, dict):
-            names = [node.get("$anchor"), node.get("$dynamicAnchor")]
-            if isinstance(node.get(id_key), str) and node[id_key].startswith("#"):
-                names.append(node[id_key][1:])
-            for name in names:
-                if isinstance(name, str) and name:
-                    out.setdefault(name, node)
-            stack.extend(value for key, value in node.items() if key not in ("enum", "const", "default", "examples"))
-        elif isinstance(node, list):
-            stack.extend(node)
+    for node in _objects(root):
+        names = [node.get("$anchor"), node.get("$dynamicAnchor")]
+        if isinstance(node.get(id_key), str) and node[id_key].startswith("#"):
+            names.append(node[id_key][1:])
+        for name in names:
+            if isinstance(name, str) and name:
+                out.setdefault(name, node)
     return out
 
 

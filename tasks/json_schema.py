@@ -807,7 +807,8 @@ class _Compiler:
             return None
         return [o if o is not None else _EMPTY for o in options], exact
 
-    def fail_every(self, rest: dict, branches: list, path: str, seen: tuple, tries: int = 32) -> tuple[dict | None, bool]:
+    def fail_every(self, rest: dict, branches: list, path: str, seen: tuple,
+                   tries: int = 32) -> tuple[dict | None, bool]:
         """(`rest` restricted so that every value fails each of `branches`, or None; whether a None is a proof) —
         each branch's `not` folded in turn, and where the way chosen to fail one branch leaves no value for the next,
         the next way to fail it (a search over at most `tries` folds: `not (if A then B)` fails A's case by failing
