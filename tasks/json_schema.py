@@ -44,12 +44,12 @@ from typing import Any, Callable
 
 import torch
 
+from diffreason import limits
 from diffreason.automaton import (
     AutomatonTooLarge, BytesLRU, Complement, TokenAutomaton, intersections_in, matches_nothing, token_ids,
 )
 from diffreason.canvas import CanvasTemplate
 from diffreason.composed import Choice, alt, group, lit, optional, repeat, seq
-from diffreason import limits
 from diffreason.errors import DiffreasonError, SchemaError, TemplateError
 from diffreason.tasks.json_drafts import to_2020_12, validator
 from diffreason.tasks.json_load import load_schema, load_schema_file, parse_json_text  # noqa: F401 (re-exported)
@@ -66,8 +66,6 @@ from diffreason.tasks.json_pattern import parser as pattern_parser
 # a second line beside a CLI's one-line error. Only warnings raised from this package's and jsonschema's own calls.
 warnings.filterwarnings("ignore", message=r"Possible (nested set|set (difference|union|intersection|symmetric "
                         r"difference))", category=FutureWarning, module=r"(diffreason|jsonschema)(\.|$)")
-
-
 
 
 class _NoValue(SchemaError):
@@ -518,7 +516,7 @@ class _Compiler:
                 return self.resolve(schema, path, seen, fold_not, exact)
         brought = self.brought_schemas(schema)
         if brought:  # a required member's dependentSchemas always hold
-            return self.resolve({"allOf": [brought[0], *brought[1:]]}, path, seen, fold_not, exact)
+            return self.resolve({"allOf": brought}, path, seen, fold_not, exact)
         if isinstance(schema.get("anyOf"), list) and isinstance(schema.get("oneOf"), list) and schema["oneOf"]:
             # (A1 or A2) and oneOf(B) = (A1 and oneOf(B)) or (A2 and oneOf(B))
             rest = {k: v for k, v in schema.items() if k not in ("anyOf", "oneOf")}
@@ -1473,8 +1471,6 @@ class _Compiler:
         spelled out where there are few; else distinct by construction — the k-th item from the k-th of hi disjoint
         shares of the set (a fixed choice). Other items: at most one (minItems <= 1), or a fixed array of distinct
         values found among the item's own (see `distinct_items`)."""
-        from itertools import permutations
-
         resolved = self.resolve(item, f"{path}/items", seen)[0]
         values = _finite_values(resolved)
         if values is None:
@@ -1492,7 +1488,7 @@ class _Compiler:
         width = 2 + sum(sorted((len(x) + 1 for x in lits), reverse=True)[:hi])
         # counted before they are listed: 500 values taken 4 at a time are 6e10 orders
         if sum(math.perm(len(lits), k) for k in range(lo, hi + 1)) <= 5000:
-            selections = [p for k in range(lo, hi + 1) for p in permutations(lits, k)]
+            selections = [p for k in range(lo, hi + 1) for p in itertools.permutations(lits, k)]
             return Choice("[" + ",".join(p) + "]" for p in selections), width
         shares = [Choice(lits[k::hi]) for k in range(hi)]
         self.fix(f"{path or '#'}: item k is one of every {hi}th value from the k-th on (uniqueItems)")
