@@ -25,7 +25,8 @@ import torch
 
 from diffreason.errors import DiffreasonError
 from diffreason.limits import ValidationTimeout, validate_json
-from diffreason.tasks.json_schema import SchemaError, compile_schema, parse_json_text
+from diffreason.tasks.json_load import parse_json_text
+from diffreason.tasks.json_schema import SchemaError, compile_schema
 
 
 def collection_of(name: str) -> str:

@@ -39,7 +39,6 @@ import math
 import re
 import warnings
 from dataclasses import astuple, dataclass
-from pathlib import Path
 from typing import Any, Callable
 
 import torch
@@ -52,7 +51,7 @@ from diffreason.canvas import CanvasTemplate
 from diffreason.composed import Choice, alt, group, lit, optional, repeat, seq
 from diffreason.errors import DiffreasonError, SchemaError, TemplateError
 from diffreason.tasks.json_drafts import to_2020_12, validator
-from diffreason.tasks.json_load import load_schema, load_schema_file, parse_json_text  # noqa: F401 (re-exported)
+from diffreason.tasks.json_load import load_schema
 from diffreason.regex_dfa import paused_gc
 from diffreason.tasks.json_pattern import (
     STRING_CHAR, PatternEmpty, PatternError, PatternLengthError, lookaround_parts, pattern_to_json_regex,
