@@ -1475,7 +1475,8 @@ class _Compiler:
         if values is None:
             if lo <= 1:
                 self.fix(f"{path or '#'}: at most one item (uniqueItems)")
-                return seq(lit("["), optional(group(item_regex)), lit("]")), 2 + item_len
+                item = group(item_regex) if lo == 1 else optional(group(item_regex))
+                return seq(lit("["), item, lit("]")), 2 + item_len
             text = _json_text(self.distinct_items(schema, [item] * lo, path, seen))
             return Choice([text]), len(text) + 2
         key = "const" if "const" in resolved else "enum" if "enum" in resolved else None

@@ -1815,6 +1815,10 @@ def test_a_recursive_reference_is_named_as_written():
                {"properties": {"a": {"type": "integer"}}, "required": ["b"], "type": "object"},
                {"properties": {"a": {"type": "integer"}, "kind": {"const": 2}}, "required": ["b", "kind"],
                 "type": "object"}]},
+    # uniqueItems with items that may repeat and minItems 1: exactly one item, never none
+    {"$defs": {"tree": {"items": {"type": "object"}, "minItems": 1, "uniqueItems": True}}, "$ref": "#/$defs/tree"},
+    {"oneOf": [{"items": {"type": "string"}, "type": "array", "uniqueItems": True},
+               {"items": {"minLength": 1, "type": "string"}, "type": "array"}]},
     # every exclusion holds of the branch as finally written (not object turned an inferred object into arrays)
     {"oneOf": [{"required": [""]}, {"properties": {}}, {"type": "object"}]},
     {"oneOf": [{"required": ["x"]}, {"properties": {"y": {"type": "integer"}}}, {"type": ["object", "string"]}]},
