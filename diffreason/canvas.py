@@ -12,34 +12,18 @@ than one canvas; the engine cuts it into canvases (`CanvasTemplate.canvas`) and 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 import torch
 
-from diffreason.automaton import BytesLRU, TokenAutomaton, _OutlinesTokenizer, intersections_in, unique_rows
-from diffreason.composed import optional_prefixed
+from diffreason.constrain.compiler import Compiler
+from diffreason.constrain.slots import Slot
+from diffreason.constrain.tokens import unique_rows
 from diffreason.errors import TemplateError
 
 ANY = -1  # mask_index of an unrestricted free position
 FREE = -1  # fixed id of a free position
-
-
-@dataclass(frozen=True)
-class Slot:
-    """Positions [start, start + length) hold one value of a regular language (an automaton with a pad sink).
-
-    The per-position allowed sets are in the template's masks; at commit the engine replaces the slot's argmax by the
-    best complete path of the automaton, so the committed value is in the language.
-    """
-
-    start: int
-    length: int
-    automaton: TokenAutomaton | PrefixedAutomaton  # what the engine asks of it: `accepts`, `best_path`, `vocab_size`
-    backward: "torch.Tensor" = field(repr=False, compare=False, default=None)  # for `best_path` (None: it derives it)
-
-    def shifted(self, offset: int) -> "Slot":
-        return Slot(self.start + offset, self.length, self.automaton, self.backward)  # (replace(): twice the cost)
 
 
 class CanvasTemplate:
@@ -98,8 +82,11 @@ class CanvasTemplate:
     @classmethod
     def from_regex(cls, regex: str, tokenizer, length: int, intersections=()) -> "CanvasTemplate":
         """A slot of exactly `length` tokens holding a string of `regex`, padded with the tokenizer's pad token.
-        `intersections`: placeholders in `regex` standing for intersections of regexes (`automaton.Intersections`)."""
-        return _regex_slot(regex, tokenizer, length, tuple(intersections))
+        `intersections`: placeholders in `regex` standing for intersections of regexes
+        (`diffreason.constrain.Intersections`). Built by the tokenizer's `diffreason.constrain.Compiler`, which caches
+        it (the returned template shares its tensors: templates are never modified in place)."""
+        sets = Compiler.for_tokenizer(tokenizer).slot(regex, length, tuple(intersections))
+        return cls._of(sets.vocab_size, sets.fixed, sets.mask_index, sets.masks, (sets.slot,))
 
     @classmethod
     def from_positions(cls, vocab_size: int, positions: Iterable[int | Iterable[int] | None]) -> "CanvasTemplate":
@@ -396,94 +383,3 @@ class CanvasConstraint:
         counts = self.counts[self.table_index]
         slot = torch.minimum((u * counts).long(), counts - 1)
         return self.table[self.table_index, slot]
-
-
-# Slot templates by (regex, tokenizer, length): JSON schemas repeat the same value types (strings, numbers, arrays of
-# strings) across members and schemas, so each is built once. Templates are never modified in place.
-_SLOTS = BytesLRU(512 * 2**20)
-
-
-def _regex_slot(regex: str, tokenizer, length: int, intersections=()) -> CanvasTemplate:
-    return _SLOTS.get((regex, tokenizer, length, intersections),
-                      lambda: _build_regex_slot(regex, tokenizer, length, intersections),
-                      lambda t: t.nbytes)
-
-
-def _build_regex_slot(regex: str, tokenizer, length: int, intersections=()) -> CanvasTemplate:
-    member = optional_prefixed(regex)
-    if member is not None:
-        template = _optional_prefixed_slot(*member, tokenizer, length, intersections)
-        if template is not None:
-            return template
-    automaton = TokenAutomaton.padded(regex, tokenizer, tokenizer.pad_token_id, intersections)
-    masks, index, backward = automaton.slot_masks(length)  # equal allowed sets share one mask
-    slot = Slot(0, length, automaton, backward)
-    return CanvasTemplate._of(len(tokenizer), torch.full((length,), FREE), index, masks, slots=[slot])
-
-
-def _optional_prefixed_slot(literal: str, rest: str, tokenizer, length: int, intersections=()) -> CanvasTemplate | None:
-    """The slot of `(literal rest)?` (an optional member `,"name":value`) from the slot of `rest` alone, which is
-    cached and shared by every member, here or in other schemas, whose value has the same regex and length: the
-    member's own part is its literal's tokens in front, and the all-pad path of leaving it out. Same language, same
-    allowed sets and the same commit as composing the whole regex, without building one automaton per member name.
-    None when `rest` does not fit what is left (the composed automaton handles that: only pads)."""
-    ids = tuple(_OutlinesTokenizer.wrap(tokenizer).encode(literal))
-    m, pad = len(ids), tokenizer.pad_token_id
-    if not 0 < m < length:
-        return None
-    try:
-        inner = _regex_slot(rest, tokenizer, length - m, intersections_in(rest, intersections))
-    except TemplateError:
-        return None
-    value = inner.slots[0]
-    V = value.automaton.vocab_size
-    # numpy, not torch: a handful of small operations per member, where torch's per-call overhead dominated
-    masks = np.zeros((m + inner.masks.shape[0], V), dtype=bool)
-    masks[np.arange(m), ids] = True
-    masks[m:] = inner.masks.numpy()
-    masks[:, pad] = True
-    mask_index = np.concatenate([np.arange(m), inner.mask_index.numpy() + m])
-    automaton = PrefixedAutomaton(ids, pad, value.automaton, value.backward)
-    return CanvasTemplate._of(V, torch.full((length,), FREE), torch.from_numpy(mask_index), torch.from_numpy(masks),
-                              slots=[Slot(0, length, automaton)])
-
-
-@dataclass(frozen=True, eq=False)
-class PrefixedAutomaton:
-    """The language of an optional member's slot: all pads (the member left out), or its literal's tokens then a
-    value of `value`'s padded language. A slot's automaton as far as the engine asks (`accepts`, `best_path`), without
-    building the merged one: the member's tokens would each need a class of their own and every move of the shared
-    value automaton a copy on them, for each member name."""
-
-    literal: tuple[int, ...]
-    pad: int
-    value: TokenAutomaton  # padded: after a complete value only pads
-    value_backward: torch.Tensor  # the value's slot's backward sets, for the positions after the literal
-
-    @property
-    def vocab_size(self) -> int:
-        return self.value.vocab_size
-
-    @property
-    def nbytes(self) -> int:
-        return self.value.nbytes + self.value_backward.numel() + 8 * len(self.literal)
-
-    def accepts(self, tokens) -> bool:
-        tokens = [int(t) for t in tokens]
-        if all(t == self.pad for t in tokens):
-            return True
-        m = len(self.literal)
-        return tuple(tokens[:m]) == self.literal and self.value.accepts(tokens[m:])
-
-    def best_path(self, log_probs: torch.Tensor, backward: torch.Tensor | None = None) -> list[int]:
-        """The better of the two ways to fill len(log_probs) positions (a tie leaves the member out; `backward`:
-        ignored, the value's own is kept)."""
-        m = len(self.literal)
-        lp = log_probs.double().nan_to_num(neginf=-1e30)  # scored as TokenAutomaton.best_path scores
-        value = self.value.best_path(log_probs[m:], self.value_backward)
-        written = list(self.literal) + value
-        left_out = [self.pad] * len(log_probs)
-        at = torch.arange(len(log_probs))
-        if float(lp[at, torch.tensor(written)].sum()) > float(lp[:, self.pad].sum()):
-            return written
-        return left_out

@@ -221,8 +221,8 @@ class _Moves:
     states). PrefixedAutomaton (an optional member's slot): all pads, or its literal's tokens then its value."""
 
     def __init__(self, automaton):
-        from diffreason.automaton import TokenAutomaton
-        from diffreason.canvas import PrefixedAutomaton
+        from diffreason.constrain.slots import PrefixedAutomaton
+        from diffreason.constrain.tokens import TokenAutomaton
 
         self._cache: dict[tuple[int, int], tuple[int, ...]] = {}
         if isinstance(automaton, PrefixedAutomaton):

@@ -1,9 +1,9 @@
 """JSON Schema (or a pydantic model) → a canvas template whose every committed filling is valid JSON that validates.
 
 The scaffold — braces, keys, quotes, colons, commas of required properties — is fixed; every value is a fixed-length
-*slot* (see `diffreason.automaton`): outlines-core turns the value's schema into a regex, the regex into a token
+*slot* (see `diffreason.constrain`): outlines-core turns the value's schema into a regex, the regex into a token
 automaton, and the automaton gives per-position allowed sets plus a constrained commit. A structured value's regex
-(objects, arrays, optional members, alternatives) keeps its parts (`diffreason.composed`) and its automaton is
+(objects, arrays, optional members, alternatives) keeps its parts (`diffreason.constrain.regex`) and its automaton is
 composed from theirs: each leaf (a string, number, enum) is built once and shared across members and schemas.
 Values end early with pad tokens, which decoding removes. Optional properties, enums, booleans, anyOf/oneOf branches
 and array lengths are choices inside a slot's language, so the model makes them.
@@ -44,15 +44,15 @@ from typing import Any, Callable
 import torch
 
 from diffreason import limits
-from diffreason.automaton import (
-    AutomatonTooLarge, BytesLRU, Complement, TokenAutomaton, intersections_in, matches_nothing, token_ids,
-)
 from diffreason.canvas import CanvasTemplate
-from diffreason.composed import Choice, alt, group, lit, optional, repeat, seq
+from diffreason.constrain.cache import BytesLRU
+from diffreason.constrain.chardfa import AutomatonTooLarge, Complement, intersections_in
+from diffreason.constrain.compiler import Compiler
+from diffreason.constrain.dfa import paused_gc
+from diffreason.constrain.regex import Choice, alt, group, lit, optional, repeat, seq
 from diffreason.errors import DiffreasonError, SchemaError, TemplateError
 from diffreason.tasks.json_drafts import to_2020_12, validator
 from diffreason.tasks.json_load import load_schema
-from diffreason.regex_dfa import paused_gc
 from diffreason.tasks.json_pattern import (
     STRING_CHAR, PatternEmpty, PatternError, PatternLengthError, lookaround_parts, pattern_to_json_regex,
     searched_json_regex,
@@ -382,6 +382,7 @@ class _Compiler:
         self.ref_names = ref_names or {}  # references as the translation rewrote them → as the user wrote them
         self.max_depth = max_depth
         self.tokenizer = tokenizer
+        self.constraints = Compiler.for_tokenizer(tokenizer)  # regexes → token automata and slots, cached
         self.budget = budget
         self.vocab = len(tokenizer)
         self._validator = None
@@ -990,7 +991,7 @@ class _Compiler:
     def text(self, s: str) -> CanvasTemplate:
         """Every position fixed: the tokens of `s` (kept per tokenizer: braces, commas and member names recur)."""
         return _TEXTS.get((s, self.tokenizer), lambda: CanvasTemplate._of(
-            self.vocab, torch.tensor(token_ids(self.tokenizer, s))), lambda t: 64 + t.nbytes)
+            self.vocab, torch.tensor(self.constraints.token_ids(s))), lambda t: 64 + t.nbytes)
 
     def regex_limit(self, schema: Any, seen: tuple) -> int:
         """The longest regex a slot may hold for `schema`: an enum / const is an alternation of literals, whose
@@ -1023,7 +1024,7 @@ class _Compiler:
             # the budget was too short for the tokenizer's spelling of the shortest value (a long pattern literal, a
             # long enum value): the slot grows to that spelling, with the budget's room to spare, up to a limit
             longest = 4 * self.budget.max_slot
-            shortest = TokenAutomaton.from_regex(regex, self.tokenizer, intersections).shortest_length(longest)
+            shortest = self.constraints.automaton(regex, intersections).shortest_length(longest)
             if shortest is None or shortest <= length:
                 self.fail(path, f"cannot fit the value in {longest if shortest is None else length} tokens ({exc})")
             return CanvasTemplate.from_regex(regex, self.tokenizer, min(shortest + length, longest), intersections)
@@ -1127,7 +1128,7 @@ class _Compiler:
             if EXCLUDED in schema:  # integers a `not` rules out (enum, const)
                 parts = (regex, *(Complement(x) for x in schema[EXCLUDED]))
                 regex = self.intersect(*parts)
-                if matches_nothing(regex, ((regex, parts),)):
+                if self.constraints.matches_nothing(regex, ((regex, parts),)):
                     raise _NoValue(f"no integer satisfies the schema and its 'not' at {path}")
             return regex, width
         if kind == "number":
@@ -1755,7 +1756,7 @@ class _Compiler:
         if len(regexes) == 1:
             return regexes[0], width
         regex = self.intersect(*regexes)
-        if matches_nothing(regex, ((regex, tuple(regexes)),)):
+        if self.constraints.matches_nothing(regex, ((regex, tuple(regexes)),)):
             # no value here: an anyOf / oneOf branch like this is never taken, a member is left out where it may be
             capped = " (maxLength capped at the slot budget)" if hi < schema.get("maxLength", hi) else ""
             together = f"{', '.join(keywords)} together" if keywords else "the schema"
@@ -1931,11 +1932,11 @@ class _Compiler:
     def strings_of(self, regex: str, tried: int) -> list[str]:
         """The strings among the `tried` shortest JSON texts the JSON-string `regex` (its intersections included)
         spells (a character the regex leaves open spells no string)."""
-        from diffreason.automaton import _char_fsm, shortest_strings
+        from diffreason.constrain.chardfa import shortest_strings
 
         out = []
         with contextlib.suppress(AutomatonTooLarge):
-            for chars in shortest_strings(_char_fsm(regex, self.placeholders_in(regex)), tried):
+            for chars in shortest_strings(self.constraints.char_fsm(regex, self.placeholders_in(regex)), tried):
                 with contextlib.suppress(ValueError, TypeError):
                     value = json.loads("".join(chars))
                     if isinstance(value, str):
@@ -1987,7 +1988,7 @@ class _Compiler:
         if schema.get("propertyNames", True) is not True:  # the generated name must be a valid name too
             names, _ = self.value_regex(schema["propertyNames"], f"{path}/propertyNames", seen)
             key = self.intersect(key, names)
-        if (forbidden or schema.get("propertyNames", True) is not True) and matches_nothing(
+        if (forbidden or schema.get("propertyNames", True) is not True) and self.constraints.matches_nothing(
                 key, self.placeholders_in(key)):
             raise _NoValue(f"no name can be generated for a member (propertyNames, names left out or bringing "
                            f"others along) at {path}/minProperties")
@@ -2308,8 +2309,6 @@ def clear_compile_caches() -> None:
     """Forget compiled schemas, fixed texts, slots, token and character automata, parsed regexes, emptiness verdicts,
     token groups (benchmarks time compiles from scratch; what is kept per tokenizer is its vocabulary as outlines
     spells it)."""
-    from diffreason import automaton, canvas
-
-    for cache in (_COMPILED, _TEXTS, canvas._SLOTS, automaton._AUTOMATA, automaton._CHAR_FSMS,
-                  automaton._EMPTY_INTERSECTIONS, automaton._PATTERNS, automaton._PART_DFAS, automaton._GROUPS):
+    for cache in (_COMPILED, _TEXTS):
         cache.clear()
+    Compiler.clear_all()

@@ -9,10 +9,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from diffreason import TemplateError
-from diffreason.automaton import TokenAutomaton
+from diffreason.constrain import Compiler
 from diffreason.tokenizer import train_byte_bpe
 
 TOK = train_byte_bpe()
+C = Compiler.for_tokenizer(TOK)
 PAD = TOK.pad_token_id
 REGEXES = [r"(ab|ba)", r"-?(0|[1-9][0-9]*)", r'"[a-z ]{2,9}"', r"(true|false|null)", r"[0-9]{4}-[0-9]{2}"]
 
@@ -22,7 +23,7 @@ def text(tokens):
 
 
 def test_per_position_sets_and_commit_of_a_non_factorising_language():
-    a = TokenAutomaton.from_regex("(ab|ba)", TOK).with_padding(PAD)
+    a = C.automaton("(ab|ba)").with_padding(PAD)
     allowed, _, backward = a.slot_sets(2)
     ids = TOK.convert_tokens_to_ids(["a", "b"])
     assert [x.nonzero().flatten().tolist() for x in allowed] == [sorted(ids)] * 2
@@ -35,7 +36,7 @@ def test_per_position_sets_and_commit_of_a_non_factorising_language():
 
 
 def test_slot_too_short_is_a_clear_error():
-    a = TokenAutomaton.from_regex(r"[0-9]{4}-[0-9]{2}", TOK).with_padding(PAD)
+    a = C.automaton(r"[0-9]{4}-[0-9]{2}").with_padding(PAD)
     with pytest.raises(TemplateError, match="fits in exactly 1 tokens"):
         a.slot_sets(1)
 
@@ -43,7 +44,7 @@ def test_slot_too_short_is_a_clear_error():
 @settings(max_examples=60, deadline=None)
 @given(regex=st.sampled_from(REGEXES), length=st.integers(6, 14), seed=st.integers(0, 10**6))
 def test_commit_is_always_a_member_of_the_language(regex, length, seed):
-    a = TokenAutomaton.from_regex(regex, TOK).with_padding(PAD)
+    a = C.automaton(regex).with_padding(PAD)
     allowed, _, backward = a.slot_sets(length)
     g = torch.Generator().manual_seed(seed)
     lp = (torch.randn(length, len(TOK), generator=g) * 3).log_softmax(-1)
@@ -58,7 +59,7 @@ def test_commit_is_always_a_member_of_the_language(regex, length, seed):
 
 def test_commit_maximises_the_score():
     """Brute force over a tiny language: Viterbi picks the best complete path."""
-    a = TokenAutomaton.from_regex(r"(true|false|null)", TOK).with_padding(PAD)
+    a = C.automaton(r"(true|false|null)").with_padding(PAD)
     length = 5
     _, _, backward = a.slot_sets(length)
     g = torch.Generator().manual_seed(1)
@@ -109,7 +110,7 @@ def test_slots_must_fit_in_one_canvas(tiny_lm):
 
 
 def test_caches_are_bounded_by_bytes_not_count():
-    from diffreason.automaton import BytesLRU
+    from diffreason.constrain.cache import BytesLRU
 
     cache, built = BytesLRU(max_bytes=100), []
     build = lambda k: (lambda: built.append(k) or k)  # noqa: E731
@@ -145,24 +146,25 @@ def test_memoised_regex_parts_build_the_same_automaton():
     """Within one regex, repeated parts (every string member's pattern) are built once: same language, same size."""
     import interegular
 
-    from diffreason import automaton
+    import interegular.fsm
+
+    from diffreason.constrain import chardfa
 
     regex = r'\{"a":("[a-z]{0,5}"),"b":("[a-z]{0,5}")(,"c":("[a-z]{0,5}"))?\}'
-    automaton._patch_interegular()
-    plain = interegular.parse_pattern(regex).to_fsm()  # no memo outside _token_index
-    automaton._PARTS.memo = {}
-    try:
+    crawl = interegular.fsm.crawl
+    plain = interegular.parse_pattern(regex).to_fsm()  # interegular as it is
+    with chardfa.interegular_patched():
+        assert interegular.fsm.crawl is chardfa._indexed_crawl
         memoised = interegular.parse_pattern(regex).to_fsm()
-        assert len(automaton._PARTS.memo) > 0
-    finally:
-        automaton._PARTS.memo = None
+        assert len(chardfa._PARTS.memo) > 0
+    assert interegular.fsm.crawl is crawl  # the library is left as it was
     assert len(memoised.states) == len(plain.states)
     for s in ['{"a":"","b":"xy"}', '{"a":"abcde","b":"","c":"q"}', '{"a":"abcdef","b":""}', '{"b":"","a":""}']:
         assert memoised.accepts(s) == plain.accepts(s) == bool(re.fullmatch(regex, s))
 
 
 def test_automaton_is_stored_as_its_moves():
-    a = TokenAutomaton.from_regex(r"[0-9]{2}", TOK)
+    a = C.automaton(r"[0-9]{2}")
     digits = TOK.convert_tokens_to_ids(list("0123456789"))
     first = a.moves_from(a.initial)
     assert set(digits) <= set(first) and a.src.numel() < a.num_states * a.vocab_size
@@ -178,25 +180,24 @@ def test_automaton_is_stored_as_its_moves():
 def test_added_special_tokens_never_spell_a_value():
     """'<start_of_image>' is 16 characters a class like [0-z] allows; decoding drops it, so it must not be allowed."""
     marker = TOK.convert_tokens_to_ids("<start_of_image>")
-    a = TokenAutomaton.from_regex(r"[0-z]{16,20}", TOK)
+    a = C.automaton(r"[0-z]{16,20}")
     assert all(a.step(s, marker) == -1 for s in range(a.num_states))
     assert a.step(a.initial, TOK.convert_tokens_to_ids("a")) != -1
 
 
 def test_intersections_stand_where_their_placeholder_is():
     """Regex syntax has no intersection: a placeholder character stands for one, inside any regex around it."""
-    from diffreason.automaton import matches_nothing
 
     mark = "\U000f0000"
     both = ((mark, ('"[a-z]+"', '"[a-c0-9]{2,3}"')),)
-    a = TokenAutomaton.from_regex(r"\[" + mark + "(," + mark + r")*\]", TOK, both)
+    a = C.automaton(r"\[" + mark + "(," + mark + r")*\]", both)
     for s in ['["ab"]', '["abc","cb"]', '["a"]', '["abcd"]', '["ad"]', '["a1"]', '["ab",]']:
         expected = bool(re.fullmatch(r'\[("[a-c]{2,3}")(,"[a-c]{2,3}")*\]', s))
         assert a.accepts(TOK.encode(s, add_special_tokens=False)) == expected, s
-    assert matches_nothing(mark, ((mark, ("[a-z]{3}", "[a-z]{4}")),))
-    assert not matches_nothing(mark, both)
+    assert C.matches_nothing(mark, ((mark, ("[a-z]{3}", "[a-z]{4}")),))
+    assert not C.matches_nothing(mark, both)
     # without intersections the same character is just a character (a user's regex is read as written)
-    literal = TokenAutomaton.from_regex(mark + "x", TOK)
+    literal = C.automaton(mark + "x")
     assert literal.accepts(TOK.encode(mark + "x", add_special_tokens=False))
     assert not literal.accepts(TOK.encode('"ab"', add_special_tokens=False))
 
@@ -206,11 +207,11 @@ def test_complement_parts_stand_for_what_their_regex_does_not_match():
     every string of up to three characters of a small alphabet)."""
     import itertools
 
-    from diffreason.automaton import Complement, _char_fsm
+    from diffreason.constrain import Complement
 
     mark = "\U000f0000"
     parts = ((mark, ('"[a-c]{0,3}"', Complement('"(ab|c|b[a-c]*)"'))),)
-    fsm = _char_fsm(mark, parts)
+    fsm = C.char_fsm(mark, parts)
     for n in range(4):
         for chars in itertools.product("abc", repeat=n):
             s = '"' + "".join(chars) + '"'
@@ -226,13 +227,13 @@ def test_slots_of_one_automaton_at_several_lengths_share_reachability_correctly(
     gives what numpy gives (used without those kernels: should a scipy release move them)."""
     import dataclasses
 
-    import diffreason.automaton as automaton
+    import diffreason.constrain.tokens as automaton
 
     if kernel == "numpy":
         monkeypatch.setattr(automaton, "_csr_matvec", None)
         monkeypatch.setattr(automaton, "_csr_matvecs", None)
     # (a copy: the cached automaton keeps the tables other tests built)
-    shared = dataclasses.replace(TokenAutomaton.from_regex(regex, TOK)).with_padding(PAD)
+    shared = dataclasses.replace(C.automaton(regex)).with_padding(PAD)
     for length in (40, 3, 70, 1, 33, 65, 12):
         fresh = dataclasses.replace(shared)  # the same moves, nothing derived yet
         try:
@@ -251,10 +252,10 @@ def _byte_fsm(regex):
     """The byte-level FSM the automaton module hands outlines' index (ours for ASCII alphabets, else outlines')."""
     from outlines_core.fsm.regex import make_byte_level_fsm, make_deterministic_fsm
 
-    from diffreason.automaton import _byte_level_fsm, _char_fsm
+    from diffreason.constrain.automata import byte_level_fsm
 
-    fsm = _char_fsm(regex)
-    ours = _byte_level_fsm(fsm)
+    fsm = C.char_fsm(regex)
+    ours = byte_level_fsm(fsm)
     return ours if ours is not None else make_deterministic_fsm(make_byte_level_fsm(fsm, keep_utf8=True))[0]
 
 
@@ -266,11 +267,9 @@ def test_moves_over_token_classes_are_exactly_outlines_token_moves(regex):
     import numpy as np
     from outlines_core.fsm.regex import Index
 
-    from diffreason.automaton import _OutlinesTokenizer
-
-    tokenizer = _OutlinesTokenizer.wrap(TOK)
+    tokenizer = C.adapter
     index = Index(_byte_fsm(regex).fsm_info, tokenizer.outlines_vocabulary, TOK.eos_token_id, frozenset())
-    a = TokenAutomaton.from_regex(regex, TOK)
+    a = C.automaton(regex)
     assert a.classes is not None and a.classes.count < a.vocab_size // 4
     transitions = {s: m for s, m in index.get_transitions().items() if m}
     labels = sorted(set(transitions) | {d for m in transitions.values() for d in m.values()} | {index.get_initial_state()})
@@ -291,9 +290,7 @@ def test_tokens_are_read_as_outlines_reads_them(regex):
     byte symbols included: the tokenizer has a token for every byte)."""
     from outlines_core.fsm.regex import get_vocabulary_transition_keys
 
-    from diffreason.automaton import _OutlinesTokenizer
-
-    tokenizer = _OutlinesTokenizer.wrap(TOK)
+    tokenizer = C.adapter
     info = _byte_fsm(regex).fsm_info
     theirs = get_vocabulary_transition_keys(info.alphabet_symbol_mapping, info.alphabet_anything_value,
                                             tokenizer.outlines_vocabulary, frozenset())
@@ -330,7 +327,7 @@ def test_tokens_are_read_as_outlines_reads_them(regex):
 def _partition(labels):
     import numpy as np
 
-    from diffreason.automaton import TokenClasses
+    from diffreason.constrain.tokens import TokenClasses
 
     _, of = np.unique(np.asarray(labels), return_inverse=True)
     return TokenClasses(of.reshape(-1).astype(np.int64), int(of.max()) + 1)
@@ -344,7 +341,7 @@ def test_splitting_and_refining_token_partitions(a, b, singles):
     empty class, and parent maps that name the input class of every new class."""
     import numpy as np
 
-    from diffreason.automaton import TokenClasses
+    from diffreason.constrain.tokens import TokenClasses
 
     pa, pb = _partition(a), _partition(b)
     alone = lambda p, t: int((p.of == p.of[t]).sum()) == 1  # noqa: E731
@@ -375,7 +372,7 @@ def test_rows_are_numbered_by_first_appearance(bits, width, rows, seed):
     """`number_rows` numbers equal rows alike, by first appearance — as numbering each row's bytes does."""
     import numpy as np
 
-    from diffreason.automaton import number_rows
+    from diffreason.constrain.tokens import number_rows
 
     rng = np.random.default_rng(seed)
     matrix = rng.integers(0, 2**bits, size=(rows, width))
@@ -390,7 +387,7 @@ def test_rows_are_numbered_by_first_appearance(bits, width, rows, seed):
 def test_slot_masks_are_the_distinct_allowed_sets(regex):
     """`slot_masks` (deduplicated over token classes) gives each position exactly `slot_sets`' allowed set, each
     distinct set once, in order of first appearance."""
-    a = TokenAutomaton.from_regex(regex, TOK).with_padding(PAD)
+    a = C.automaton(regex).with_padding(PAD)
     allowed, _, backward = a.slot_sets(12)
     masks, index, backward_too = a.slot_masks(12)
     assert torch.equal(masks[index], allowed) and torch.equal(backward, backward_too)
@@ -403,7 +400,7 @@ def test_slot_masks_are_the_distinct_allowed_sets(regex):
 @pytest.mark.parametrize("kernel", ["scipy", "numpy"])
 def test_or_product_of_a_sparse_and_a_dense_boolean_matrix(kernel, monkeypatch):
     """y[r] = OR over the rows of x that row r of the sparse matrix names, empty rows (first, inner, last) False."""
-    import diffreason.automaton as automaton
+    import diffreason.constrain.tokens as automaton
 
     if kernel == "numpy":
         monkeypatch.setattr(automaton, "_csr_matvecs", None)
@@ -423,7 +420,7 @@ def test_or_product_of_a_sparse_and_a_dense_boolean_matrix(kernel, monkeypatch):
 @given(st.lists(st.integers(0, 6), max_size=30))
 def test_first_appearances_of_numbers_given_in_order_of_first_appearance(values):
     """Rows numbered by first appearance: where each number first stands, as np.unique finds it by sorting."""
-    from diffreason.automaton import first_appearances, first_of_each, number_by_bytes
+    from diffreason.constrain.tokens import first_appearances, first_of_each, number_by_bytes
 
     numbers = number_by_bytes([bytes([v]) for v in values])
     assert first_appearances(numbers).tolist() == first_of_each(numbers).tolist()
@@ -434,15 +431,13 @@ def test_an_enums_automaton_read_off_its_trie_is_outlines_index_of_it():
     """An enum's token automaton built straight from its values' trie allows, at every length, exactly what outlines'
     index over the trie's character automaton allows, and accepts the same token sequences — non-ASCII values
     too, whose characters span several byte tokens."""
-    from diffreason import automaton as A
-    from diffreason.composed import Choice
+    from diffreason.constrain.regex import Choice
 
-    wrapped = A._OutlinesTokenizer.wrap(TOK)
     for texts in (['"red"', '"green"', '"greenish"', '"blue"'], ["0", "10", "100", "-1"], ['"a-b"', '"a\\"b"'],
                   ['"é"', '"e"', '"ü€x"']):
         choice = Choice(texts)
-        fast = A._from_regex(choice, wrapped)
-        slow = A._from_regex(str(choice), wrapped)  # (a plain string: outlines' index)
+        fast = C.automata.build(choice)
+        slow = C.automata.build(str(choice))  # (a plain string: outlines' index)
         assert fast.num_states == 1 + len({t.encode()[:i] for t in texts for i in range(1, len(t.encode()) + 1)})
         for length in range(1, 10):
             try:

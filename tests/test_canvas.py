@@ -91,7 +91,7 @@ def test_dense_constraint():
 def test_slots_over_a_vocabulary_widened_past_the_tokenizer():
     """`with_vocab` (a model's embedding table padded past its tokenizer, as the SGLang plugin meets it) keeps the
     slots: the extra ids are allowed nowhere, and a commit never picks one however high its score."""
-    from diffreason.composed import group, lit, optional, seq
+    from diffreason.constrain.regex import group, lit, optional, seq
     from diffreason.tokenizer import train_byte_bpe
 
     tok = train_byte_bpe()

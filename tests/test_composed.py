@@ -1,4 +1,4 @@
-"""Token automata composed from a regex's parts (diffreason.composed): the same language as the regex text."""
+"""Token automata composed from a regex's parts (diffreason.constrain.compose): the same language as the regex text."""
 
 import itertools
 import json
@@ -9,9 +9,9 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from diffreason.automaton import TokenAutomaton
+from diffreason.constrain import Compiler
 from diffreason.canvas import CanvasTemplate
-from diffreason.composed import Rx, alt, group, is_composite, lit, optional, repeat, seq
+from diffreason.constrain.regex import Rx, alt, group, is_composite, lit, optional, repeat, seq
 from diffreason.tokenizer import train_byte_bpe
 
 BYTES = train_byte_bpe(vocab_size=200)  # no merges: every string has exactly one tokenization
@@ -46,7 +46,7 @@ REGEXES = st.recursive(
 def test_composed_automaton_accepts_exactly_the_strings_of_its_regex(regex):
     """Exhaustively over all strings of up to five characters: with one tokenization per string, the composed
     automaton's token language is the regex text's language."""
-    automaton = TokenAutomaton.from_regex(regex, BYTES)
+    automaton = Compiler.for_tokenizer(BYTES).automaton(regex)
     for s in STRINGS:
         assert automaton.accepts(BYTES.encode(s, add_special_tokens=False)) == bool(re.fullmatch(regex, s)), (
             str(regex), s)
@@ -55,11 +55,11 @@ def test_composed_automaton_accepts_exactly_the_strings_of_its_regex(regex):
 @settings(max_examples=40, deadline=None)
 @given(REGEXES)
 def test_padded_composition_is_the_composition_with_padding(regex):
-    """`TokenAutomaton.padded` composes a pad sink in at once: the same language as `with_padding` on the unpadded
+    """`TokenAutomata.padded` composes a pad sink in at once: the same language as `with_padding` on the unpadded
     composition (exhaustively over short strings, each followed by no, one or two pads), and the same slot sets."""
     pad = TOK.pad_token_id
-    padded = TokenAutomaton.padded(regex, TOK, pad)
-    reference = TokenAutomaton.from_regex(regex, TOK).with_padding(pad)
+    padded = Compiler.for_tokenizer(TOK).automata.padded(regex, pad)
+    reference = Compiler.for_tokenizer(TOK).automaton(regex).with_padding(pad)
     for s in STRINGS:
         for pads in range(3):
             tokens = list(TOK.encode(s, add_special_tokens=False)) + [pad] * pads
@@ -105,7 +105,7 @@ def test_literals_are_tokenized_on_their_own():
     tokenizer, trained on such objects, uses for the whole text) is not a path."""
     tok = train_byte_bpe(['{"name":"Ada"}'] * 20, vocab_size=300)
     regex = seq(lit('{"name":'), group('"(Ada|Bo)"'), lit("}"))
-    automaton = TokenAutomaton.from_regex(regex, tok)
+    automaton = Compiler.for_tokenizer(tok).automaton(regex)
     apart = [t for piece in ('{"name":', '"Ada"', "}") for t in tok.encode(piece, add_special_tokens=False)]
     whole = tok.encode('{"name":"Ada"}', add_special_tokens=False)
     assert whole != apart  # (the tokenizer merges across the boundaries)
@@ -119,7 +119,7 @@ def test_optional_member_slot_is_the_composed_slot(prefix, rest, length, tokeniz
     commits of the slot of the whole composed regex."""
     member = optional(seq(lit(prefix), group(rest)))
     template = CanvasTemplate.from_regex(member, tokenizer, length)
-    composed = TokenAutomaton.from_regex(member, tokenizer).with_padding(tokenizer.pad_token_id)
+    composed = Compiler.for_tokenizer(tokenizer).automaton(member).with_padding(tokenizer.pad_token_id)
     allowed, _, backward = composed.slot_sets(length)
     assert torch.equal(torch.stack([template.masks[i] for i in template.mask_index]), allowed)
     slot = template.slots[0]
@@ -137,7 +137,7 @@ def test_optional_member_slot_is_the_composed_slot(prefix, rest, length, tokeniz
 
 def test_optional_member_slot_is_built_from_its_value_slot():
     """(what the test above compares, when the member fits: not the composed automaton again)"""
-    from diffreason.canvas import PrefixedAutomaton
+    from diffreason.constrain.slots import PrefixedAutomaton
 
     template = CanvasTemplate.from_regex(optional(seq(lit(',"key":'), group("[a-z]{1,3}"))), TOK, 9)
     assert isinstance(template.slots[0].automaton, PrefixedAutomaton)

@@ -827,11 +827,11 @@ def test_a_map_of_values_too_complex_for_a_slot_gets_one_member_with_a_scaffold(
 
 
 def test_an_optional_member_whose_automaton_outgrows_the_state_limit_is_written_always(monkeypatch):
-    from diffreason import automaton
+    from diffreason.constrain import chardfa
     from diffreason.tasks.json_schema import Budget, clear_compile_caches
 
     clear_compile_caches()
-    monkeypatch.setattr(automaton, "MAX_STATES", 60)
+    monkeypatch.setattr(chardfa, "MAX_STATES", 60)
     schema = {"type": "object", "required": ["id"], "properties": {"id": {"type": "integer"}, "owner": PERSON}}
     try:
         compiled = _small_budget_scaffold(schema, Budget())
@@ -1214,12 +1214,11 @@ def test_metaschema_check_of_what_jsonschema_rs_cannot_read():
 
 def _value_language(schema):
     """The character automaton of a value's slot (intersections and complements included)."""
-    from diffreason.automaton import _char_fsm
     from diffreason.tasks.json_schema import Budget, _Compiler
 
     compiler = _Compiler(schema, TOK, Budget())
     regex, _ = compiler.value_regex(schema, "")
-    return _char_fsm(regex, tuple((mark, parts) for parts, mark in compiler.intersections.items()))
+    return compiler.constraints.char_fsm(regex, tuple((mark, parts) for parts, mark in compiler.intersections.items()))
 
 
 @pytest.mark.parametrize("schema, accepted", [

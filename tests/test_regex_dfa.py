@@ -5,8 +5,10 @@ import re
 
 import pytest
 
-from diffreason import automaton, regex_dfa
-from diffreason.automaton import Complement
+from diffreason.constrain import Complement, chardfa
+from diffreason.constrain import dfa as regex_dfa
+
+CHARS = chardfa.CharLevel()
 
 # the shapes our compiler writes (strings with escapes, bounded repeats, optional members, arrays, numbers) and
 # user-pattern constructs (classes, negated classes, dot, nested and unbounded repeats, empty alternatives)
@@ -33,13 +35,13 @@ def _strings(max_len: int, alphabet: str = ALPHABET):
 
 
 def _fast(regex: str, intersections=()):
-    return regex_dfa.build_fsm(automaton._parse(regex, intersections), automaton._intersection_node_cls(), 10_000)
+    return regex_dfa.build_fsm(CHARS.parse(regex, intersections), chardfa.special_nodes(), 10_000)
 
 
 @pytest.mark.parametrize("regex", REGEXES)
 def test_same_language_as_interegular_and_re(regex):
     fast = _fast(regex)
-    assert fast.equivalent(automaton._parse(regex, ()).to_fsm())
+    assert fast.equivalent(CHARS.parse(regex, ()).to_fsm())
     # and, independently of interegular, the strings it accepts are Python's matches
     short_alphabet = sorted(set(re.sub(r"\\.|[^a-c.\"\\,x0-9{}\[\]:-]", "", regex) + "ab"))
     for s in _strings(5, "".join(short_alphabet[:6])):
@@ -51,7 +53,7 @@ def test_intersections_and_complements():
     mark = "\U000f0000"
     parts = ("[ab]{1,4}", ".*ab.*", Complement("abab"))
     fast = _fast(f"<{mark}>", ((mark, parts),))
-    assert fast.equivalent(automaton._parse(f"<{mark}>", ((mark, parts),)).to_fsm())
+    assert fast.equivalent(CHARS.parse(f"<{mark}>", ((mark, parts),)).to_fsm())
     for s in _strings(6, "ab"):
         expected = 1 <= len(s) <= 4 and "ab" in s and s != "abab"
         assert fast.accepts(f"<{s}>") == expected, s
@@ -63,7 +65,7 @@ def test_empty_language_and_state_limit():
     mark = "\U000f0000"
     assert _fast(f"x{mark}", ((mark, ("a+", "b+")),)).empty()
     with pytest.raises(regex_dfa.TooLarge):
-        regex_dfa.build_fsm(automaton._parse("[ab]*a[ab]{12}", ()), automaton._intersection_node_cls(), 1000)
+        regex_dfa.build_fsm(CHARS.parse("[ab]*a[ab]{12}", ()), chardfa.special_nodes(), 1000)
 
 
 def test_intersection_emptiness_is_searched_as_the_built_product_says():
@@ -76,13 +78,13 @@ def test_intersection_emptiness_is_searched_as_the_built_product_says():
     for n in (2, 3):
         for chosen in itertools.combinations(parts, n):
             intersections = ((mark, chosen),)
-            searched = automaton.matches_nothing(mark, intersections)
+            searched = CHARS.matches_nothing(mark, intersections)
             assert searched == _fast(mark, intersections).empty(), chosen
             verdicts.append(searched)
     assert set(verdicts) == {True, False}
     # lookarounds: the search leaves them to interegular's construction, which still decides
-    assert automaton.matches_nothing(mark, ((mark, ("(?=a)[ab]", "b")),))
-    assert not automaton.matches_nothing(mark, ((mark, ("(?=a)[ab]", "a")),))
+    assert CHARS.matches_nothing(mark, ((mark, ("(?=a)[ab]", "b")),))
+    assert not CHARS.matches_nothing(mark, ((mark, ("(?=a)[ab]", "a")),))
 
 
 def test_two_parts_that_exclude_each_other_settle_a_product_too_large_to_search(monkeypatch):
@@ -91,13 +93,13 @@ def test_two_parts_that_exclude_each_other_settle_a_product_too_large_to_search(
     from diffreason.tasks.json_schema import clear_compile_caches
 
     clear_compile_caches()
-    monkeypatch.setattr(automaton, "MAX_STATES", 200)
+    monkeypatch.setattr(chardfa, "MAX_STATES", 200)
     mark = "\U000f0000"
     parts = ("(a|b)*a(a|b){4}", "[ab]{0,35}", "[ab]{40,}")
     with pytest.raises(regex_dfa.TooLarge):
-        regex_dfa.intersection_empty([automaton._part_dfa(p) for p in parts], 200)
-    assert automaton.matches_nothing(mark, ((mark, parts),))
-    assert not automaton.matches_nothing(mark, ((mark, parts[:2]),))
+        regex_dfa.intersection_empty([CHARS.part_dfa(p) for p in parts], 200)
+    assert CHARS.matches_nothing(mark, ((mark, parts),))
+    assert not CHARS.matches_nothing(mark, ((mark, parts[:2]),))
     clear_compile_caches()
 
 
@@ -119,7 +121,7 @@ def test_product_search_stops_early_and_keeps_the_state_limit():
 def test_lookarounds_and_flags_are_left_to_interegular(regex, yes, no):
     with pytest.raises(regex_dfa.NotCovered):
         _fast(regex)
-    fsm = automaton._char_fsm(regex)  # the automaton module falls back to interegular's construction
+    fsm = CHARS.char_fsm(regex)  # the automaton module falls back to interegular's construction
     assert fsm.accepts(yes) and not fsm.accepts(no)
 
 
@@ -147,22 +149,22 @@ def _same_token_language(a, b) -> bool:
 def test_byte_level_conversion_matches_outlines(regex, monkeypatch):
     """Our byte-level FSM (ASCII alphabets; `anything_else` spelled as multi-byte UTF-8) gives outlines' token
     index. The tokenizer has tokens for every byte, so multi-byte sequences are reachable."""
-    from diffreason.automaton import _from_regex, _OutlinesTokenizer
+    from diffreason.constrain import Compiler, automata
     from diffreason.tokenizer import train_byte_bpe
 
-    tok = _OutlinesTokenizer.wrap(train_byte_bpe())
-    ours = _from_regex(regex, tok)
-    monkeypatch.setattr(automaton, "_byte_level_fsm", lambda fsm: None)  # outlines' own conversion
-    theirs = _from_regex(regex, tok)
+    build = Compiler.for_tokenizer(train_byte_bpe()).automata.build
+    ours = build(regex)
+    monkeypatch.setattr(automata, "byte_level_fsm", lambda fsm: None)  # outlines' own conversion
+    theirs = build(regex)
     assert _same_token_language(ours, theirs)
-    assert not _same_token_language(ours, _from_regex(regex + "x?", tok))  # the check can tell languages apart
+    assert not _same_token_language(ours, build(regex + "x?"))  # the check can tell languages apart
 
 
 def test_state_limit_holds_on_interegulars_construction_too(monkeypatch):
     """A lookahead goes to interegular; its crawl numbers states with the same limit, and the error says so."""
-    monkeypatch.setattr(automaton, "MAX_STATES", 500)
-    with pytest.raises(automaton.AutomatonTooLarge, match="exceeds 500 states"):
-        automaton._char_fsm(r"(?=x)x[ab]*a[ab]{10}")
+    monkeypatch.setattr(chardfa, "MAX_STATES", 500)
+    with pytest.raises(chardfa.AutomatonTooLarge, match="exceeds 500 states"):
+        CHARS.char_fsm(r"(?=x)x[ab]*a[ab]{10}")
 
 
 def test_a_choice_of_literals_is_built_without_parsing_as_its_regex_would_be():
@@ -170,17 +172,17 @@ def test_a_choice_of_literals_is_built_without_parsing_as_its_regex_would_be():
     escapes, non-ASCII and a literal that prefixes another included."""
     import json
 
-    from diffreason.composed import Choice
+    from diffreason.constrain.regex import Choice
 
     values = [["a", "ab", "a.b", "(x|y)*", "\\", "é€", "", "\n\t"], 0, -1.5, 1e300, None, True, {"k": [1, "]"]}]
     for texts in ([json.dumps(v, ensure_ascii=False) for v in values], ['"x"'], ["null", "nul"]):
         choice = Choice(texts)
         assert choice == "(" + "|".join(re.escape(t) for t in texts) + ")" and choice.texts == tuple(texts)
-        parsed = automaton._parse(str(choice), ()).to_fsm()
+        parsed = CHARS.parse(str(choice), ()).to_fsm()
         assert not isinstance(str(choice), Choice)
-        trie = automaton._build_char_fsm(choice)  # the trie of the texts
+        trie = CHARS.build_char_fsm(choice)  # the trie of the texts
         assert len(trie.states) == 1 + len({t[:i] for t in texts for i in range(1, len(t) + 1)})
-        fast = regex_dfa.build_fsm(automaton._parse(choice, ()), automaton._intersection_node_cls(), 10_000)
+        fast = regex_dfa.build_fsm(CHARS.parse(choice, ()), chardfa.special_nodes(), 10_000)
         for fsm in (trie, fast):
             assert fsm.equivalent(parsed)
             for t in texts:
@@ -188,12 +190,12 @@ def test_a_choice_of_literals_is_built_without_parsing_as_its_regex_would_be():
 
 
 def test_a_choice_too_large_for_the_state_limit_fails_clearly(monkeypatch):
-    from diffreason.composed import Choice
+    from diffreason.constrain.regex import Choice
 
-    monkeypatch.setattr(automaton, "MAX_STATES", 10)
-    automaton._build_char_fsm(Choice(["abcd", "abce"]))  # 6 states
-    with pytest.raises(automaton.AutomatonTooLarge, match="exceeds 10 states"):
-        automaton._build_char_fsm(Choice(["abcdef", "ghijk"]))
+    monkeypatch.setattr(chardfa, "MAX_STATES", 10)
+    CHARS.build_char_fsm(Choice(["abcd", "abce"]))  # 6 states
+    with pytest.raises(chardfa.AutomatonTooLarge, match="exceeds 10 states"):
+        CHARS.build_char_fsm(Choice(["abcdef", "ghijk"]))
 
 
 @pytest.mark.parametrize("regex", ['"[a-c]{0,3}x?"', '"(key[0-9]|x)"', "(ab|ba)*c?", "a{2,4}b{0,2}", "[^ab]{1,2}.",
@@ -201,19 +203,19 @@ def test_a_choice_too_large_for_the_state_limit_fails_clearly(monkeypatch):
 def test_shortest_strings_are_interegulars_first_strings(regex):
     """Member names are drawn from a pattern's shortest strings: the same strings, in the same order, as
     interegular's breadth-first `strings()`, which walked every shorter string."""
-    fsm = automaton._char_fsm(regex)
+    fsm = CHARS.char_fsm(regex)
     for count in (1, 4, 30):
-        assert automaton.shortest_strings(fsm, count) == list(itertools.islice(fsm.strings(), count))
+        assert chardfa.shortest_strings(fsm, count) == list(itertools.islice(fsm.strings(), count))
 
 
 def test_shortest_strings_skip_what_cannot_end():
     """A string with 'ab' somewhere among printable ASCII, four characters long: interegular's search walks ~95^3
     strings first; this one goes straight to them (and stops where the language does)."""
     mark = "\U000f0000"
-    fsm = automaton._char_fsm(mark, ((mark, ('"[ -~]*ab[ -~]*"', '"[ -~]{4}"')),))
-    names = ["".join(chars) for chars in automaton.shortest_strings(fsm, 5)]
+    fsm = CHARS.char_fsm(mark, ((mark, ('"[ -~]*ab[ -~]*"', '"[ -~]{4}"')),))
+    names = ["".join(chars) for chars in chardfa.shortest_strings(fsm, 5)]
     assert len(set(names)) == 5 and all(len(n) == 6 and "ab" in n[1:-1] and fsm.accepts(n) for n in names)
-    assert automaton.shortest_strings(automaton._char_fsm("a|bc"), 10) == [["a"], ["b", "c"]]
+    assert chardfa.shortest_strings(CHARS.char_fsm("a|bc"), 10) == [["a"], ["b", "c"]]
 
 
 def _random_dfa(rng, states: int, classes: int) -> regex_dfa.DFA:

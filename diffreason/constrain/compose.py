@@ -1,92 +1,25 @@
-"""Value regexes that remember how they were put together, and token automata composed from their parts.
+"""Stage 3 (token level): the token automaton of an `Rx`, composed from its parts' automata.
 
-A JSON value's regex is mostly structure — braces, member names, commas, optional members, repeated items — around a
-few kinds of leaf values (strings, numbers, enums) that recur across members and schemas. Building the token automaton
-of a whole regex with outlines-core pays a subset construction over all of it, for every distinct regex (and each
-member name makes one distinct). Composing it from its leaves' automata, each built once and cached by its text, costs
-a few array concatenations.
-
-An `Rx` is a `str` (the regex text, exactly as the compiler writes it, so size limits and caches see no difference)
-that also holds its structure: literals, sequences, alternatives and repeats down to leaf regexes. The composed
-automaton accepts the same strings. Each leaf keeps every tokenization of its own text; each literal is tokenized on
-its own, so no token crosses a part's boundary — as in the fixed scaffold around slots, and as the JSON model's
-training canvases are tokenized (`diffreason.tasks.json_corpus`: "{", '"name":', the value, ',"next":', ...). Where
-parts begin alike (two optional members both start with ',') the automaton is nondeterministic: slot sets, the commit
-(Viterbi) and `accepts` work on such automata as they are.
+Building the token automaton of a whole regex with outlines-core pays a subset construction over all of it, for every
+distinct regex (and each member name makes one distinct). Composing it from its leaves' automata, each built once and
+cached by its text, costs a few array concatenations. The composed automaton accepts the same strings. Each leaf keeps
+every tokenization of its own text; each literal is tokenized on its own, so no token crosses a part's boundary — as in
+the fixed scaffold around slots, and as the JSON model's training canvases are tokenized
+(`diffreason.tasks.json_corpus`: "{", '"name":', the value, ',"next":', ...). Where parts begin alike (two optional
+members both start with ',') the automaton is nondeterministic: slot sets, the commit (Viterbi) and `accepts` work on
+such automata as they are.
 """
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from functools import cached_property
 
 import numpy as np
 import torch
 
-# ("leaf", text) | ("lit", raw text) | ("seq", parts) | ("alt", parts) | ("rep", part, lo, hi or None)
-Node = tuple
-
-
-class Rx(str):
-    """A regex's text plus its structure (`node`)."""
-
-    node: Node
-
-    def __new__(cls, text: str, node: Node) -> "Rx":
-        out = super().__new__(cls, text)
-        out.node = node
-        return out
-
-
-class Choice(str):
-    """`(t1|t2|...)` for literal texts (an enum's values), written with re.escape, keeping the texts: its character
-    automaton is built from them without parsing the regex (a long enum's regex was the costliest parse). A leaf."""
-
-    texts: tuple[str, ...]
-
-    def __new__(cls, texts) -> "Choice":
-        texts = tuple(texts)
-        out = super().__new__(cls, "(" + "|".join(re.escape(t) for t in texts) + ")")
-        out.texts = texts
-        return out
-
-
-def node_of(regex: str) -> Node:
-    return regex.node if isinstance(regex, Rx) else ("leaf", regex if isinstance(regex, Choice) else str(regex))
-
-
-def lit(raw: str) -> Rx:
-    """The literal text `raw`."""
-    return Rx(re.escape(raw), ("lit", raw))
-
-
-def seq(*parts: str) -> Rx:
-    return Rx("".join(parts), ("seq", tuple(node_of(p) for p in parts)))
-
-
-def group(part: str) -> Rx:
-    """`(part)`: the same language, in parentheses."""
-    return Rx(f"({part})", node_of(part))
-
-
-def alt(parts: list[str]) -> Rx:
-    """`((a)|(b)|...)`."""
-    return Rx("(" + "|".join(f"({p})" for p in parts) + ")", ("alt", tuple(node_of(p) for p in parts)))
-
-
-def optional(part: str) -> Rx:
-    """`(part)?`."""
-    return Rx(f"({part})?", ("rep", node_of(part), 0, 1))
-
-
-def repeat(part: str, lo: int, hi: int | None) -> Rx:
-    """`(part){lo,hi}`, or `(part){lo,}` when hi is None."""
-    return Rx(f"({part}){{{lo},{'' if hi is None else hi}}}", ("rep", node_of(part), lo, hi))
-
-
-def is_composite(regex: str) -> bool:
-    return isinstance(regex, Rx) and regex.node[0] != "leaf"
+from diffreason.constrain.regex import Node, Rx, flatten
+from diffreason.constrain.tokens import TokenClasses, expand_moves
 
 
 @dataclass
@@ -217,8 +150,6 @@ def compose(regex: Rx, leaf, encode, vocab_size: int, max_states: int, pad: int 
     (`classes`): the coarsest partition finer than each leaf's, with every literal token a class of its own.
     With `pad`, a pad sink too, as `TokenAutomaton.with_padding` adds one (pad a class of its own).
     Raises CompositionTooLarge past `max_states` states."""
-    from diffreason.automaton import TokenClasses, expand_moves
-
     leaves, literal_tokens = {}, set()
 
     def gather(node: Node) -> None:
@@ -263,7 +194,7 @@ def compose(regex: Rx, leaf, encode, vocab_size: int, max_states: int, pad: int 
             return states(_concat(parts)) if parts else _chain([])
         # seq: each literal is tokenized on its own, as the compiler split them (as the JSON model's training
         # canvases split them: "{", then each '"name":' / ',"name":', then "}")
-        parts = [build(p) for p in _flatten(node[1])]
+        parts = [build(p) for p in flatten(node[1])]
         return states(_concat(parts)) if parts else _chain([])
 
     # (parts' initial states that composition left behind stay, unreachable: slot sets and the commit only follow
@@ -277,47 +208,3 @@ def compose(regex: Rx, leaf, encode, vocab_size: int, max_states: int, pad: int 
                    np.append(nfa.accepting, True), nfa.initial)
     return (torch.from_numpy(nfa.src), torch.from_numpy(nfa.tok), torch.from_numpy(nfa.dst),
             torch.from_numpy(nfa.accepting), nfa.initial, classes)
-
-
-def optional_prefixed(regex: str) -> tuple[str, str] | None:
-    """(literal, rest) when `regex` is `(literal rest)?` — an optional object member, `(,"name":value)?` — else None.
-    `rest` is the value's regex: its leaf text as it is, so it names the same cached automata and slots as the value
-    written anywhere else."""
-    if not isinstance(regex, Rx):
-        return None
-    node = regex.node
-    if node[0] != "rep" or node[2:] != (0, 1) or node[1][0] != "seq":
-        return None
-    parts = _flatten(node[1][1])
-    if len(parts) < 2 or parts[0][0] != "lit":
-        return None
-    return parts[0][1], _rx_of(parts[1:])
-
-
-def _rx_of(nodes: list[Node]) -> str:
-    """A regex for a sequence of nodes: a lone leaf as its own text, anything else as an Rx (whose text, a cache
-    key, is written the way the helpers above write it)."""
-    if len(nodes) == 1 and nodes[0][0] == "leaf":
-        return nodes[0][1]
-    return Rx("".join(_text_of(n) for n in nodes), ("seq", tuple(nodes)))
-
-
-def _text_of(node: Node) -> str:
-    kind = node[0]
-    if kind == "leaf":
-        return node[1]
-    if kind == "lit":
-        return re.escape(node[1])
-    if kind == "seq":
-        return "".join(_text_of(p) for p in node[1])
-    if kind == "alt":
-        return "(" + "|".join(f"({_text_of(p)})" for p in node[1]) + ")"
-    _, part, lo, hi = node
-    return f"({_text_of(part)})?" if (lo, hi) == (0, 1) else f"({_text_of(part)}){{{lo},{'' if hi is None else hi}}}"
-
-
-def _flatten(parts: tuple) -> list[Node]:
-    out = []
-    for p in parts:
-        out += _flatten(p[1]) if p[0] == "seq" else [p]
-    return out

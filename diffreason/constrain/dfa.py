@@ -1,4 +1,4 @@
-"""A parsed regex → its character DFA, in one subset construction.
+"""Stage 2 (character level): a parsed regex → its character DFA, in one subset construction.
 
 interegular builds a pattern's automaton bottom up: each concatenation, alternation and repeat is a product
 construction over its parts' automata, so a part nested d levels deep is crawled d times, and its alphabets are
@@ -7,7 +7,7 @@ crawl was two thirds of a schema's compile time. Here the pattern interegular pa
 character classes and is determinised once. The result is an interegular `FSM`, so outlines-core takes it as before.
 
 Covered: everything our compiler writes and most user patterns — character groups, `.`, alternation, concatenation,
-bounded and unbounded repeats, and the intersection / complement nodes of `diffreason.automaton`. Lookarounds and
+bounded and unbounded repeats, and the intersection / complement nodes of `diffreason.constrain.chardfa`. Lookarounds and
 inline flags raise `NotCovered`; the caller then uses interegular's own construction.
 """
 

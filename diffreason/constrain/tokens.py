@@ -1,8 +1,9 @@
-"""Token automata for fixed-length canvas slots.
+"""Stage 3 of the constraint pipeline (token level): token automata, the classes of tokens they move on, and the
+tokenizer as outlines-core reads it.
 
-A regular language (a regex; outlines turns JSON Schemas into regexes) becomes a token-level DFA with outlines-core,
-or, for a regex that keeps its structure (`diffreason.composed.Rx`), an automaton composed from its parts' DFAs
-(nondeterministic where parts begin alike; everything below works on either).
+A regular language becomes a token-level automaton (`diffreason.constrain.automata` builds it from a regex's character
+DFA with outlines-core, or composes it from its parts' automata for a regex that keeps its structure,
+`diffreason.constrain.compose`; nondeterministic where parts begin alike — everything below works on either).
 On a diffusion canvas a value occupies a *fixed-length slot*: `length` positions, the value followed by pad tokens
 (which decoding removes). For such a slot this module derives
 
@@ -21,20 +22,20 @@ wherever position-wise constraints can.
 
 from __future__ import annotations
 
-import bisect
 import dataclasses
-import functools
-import itertools
-import threading
-from collections import OrderedDict
 from dataclasses import dataclass
 from functools import cached_property
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
 
 from diffreason import limits
+from diffreason.constrain.cache import BytesLRU
 from diffreason.errors import TemplateError
+
+if TYPE_CHECKING:
+    from outlines_core.fsm.regex import Vocabulary
 
 
 @dataclass(frozen=True, eq=False)
@@ -317,10 +318,9 @@ class TokenAutomaton:
     @property
     def nbytes(self) -> int:
         """Memory held now: the moves, the partition, and what has been derived from them so far (`_keys`,
-        `state_pairs`, the reachability tables, the padded copies). They grow with use, so `_AUTOMATA` weighs an
-        entry again each time it hands it out. (Until 4b1d108 this was an upper bound on what they might grow to —
-        five times what they held on jsonschemabench —, so the 512 MB cache held a fifth of what fits and evicted
-        11,803 of the 12,895 automata the benchmark builds.)"""
+        `state_pairs`, the reachability tables, the padded copies). They grow with use, so the automata cache weighs an
+        entry again each time it hands it out (an upper bound on what they might grow to would be several times
+        what they hold, and the cache would evict what fits)."""
         held = sum(t.numel() * t.element_size() for t in (self.src, self.tok, self.dst, self.accepting))
         held += self.classes.nbytes
         derived = self.__dict__
@@ -332,24 +332,6 @@ class TokenAutomaton:
         for sweep in derived.get("_reach_sweeps", ()):
             held += sweep.nbytes
         return held + sum(padded.nbytes for padded in derived.get("_padded", {}).values())
-
-    @classmethod
-    def from_regex(cls, regex: str, tokenizer, intersections: "Intersections" = ()) -> "TokenAutomaton":
-        """`intersections`: (placeholder character, regexes) pairs; see `Intersections`."""
-        return _from_regex_cached(regex, _OutlinesTokenizer.wrap(tokenizer), tuple(intersections))
-
-    @classmethod
-    def padded(cls, regex: str, tokenizer, pad: int, intersections: "Intersections" = ()) -> "TokenAutomaton":
-        """`from_regex(...).with_padding(pad)`. A composed regex's automaton is composed with its pad sink at once:
-        only slots use it (compositions are built from leaves), so its unpadded form would be built, sorted and
-        cached for nothing."""
-        from diffreason import composed
-
-        wrapped, intersections = _OutlinesTokenizer.wrap(tokenizer), tuple(intersections)
-        if not composed.is_composite(regex):
-            return _from_regex_cached(regex, wrapped, intersections).with_padding(pad)
-        return _AUTOMATA.get((regex, wrapped, intersections, pad), lambda: _from_regex(regex, wrapped, intersections,
-                                                                                        pad), lambda a: a.nbytes)
 
     @classmethod
     def from_moves(cls, src, tok, dst, accepting: torch.Tensor, initial: int, classes: TokenClasses) -> "TokenAutomaton":
@@ -569,8 +551,10 @@ def _class_scores(lp: torch.Tensor, of: torch.Tensor, count: int) -> tuple[torch
     return best, token
 
 
-class _OutlinesTokenizer:
-    """The tokenizer interface outlines-core's index builder expects, over a transformers tokenizer (hashable)."""
+class TokenizerAdapter:
+    """The tokenizer interface outlines-core's index builder expects, over a transformers tokenizer (hashable), with
+    what this package derives from the vocabulary: outlines' spellings, token groups per symbol partition, byte
+    spellings, memoised encodings. One per `Compiler` (it owns the group cache)."""
 
     def __init__(self, tokenizer):
         self.tokenizer = tokenizer
@@ -583,15 +567,7 @@ class _OutlinesTokenizer:
         self._vocabulary = None
         self._encoded: dict[str, tuple[int, ...]] = {}
         self._key = (tokenizer.name_or_path, len(self.vocabulary), tuple(sorted(self.vocabulary.items())[:50]))
-
-    _cache: dict = {}
-
-    @classmethod
-    def wrap(cls, tokenizer) -> "_OutlinesTokenizer":
-        key = id(tokenizer)
-        if key not in cls._cache:
-            cls._cache[key] = cls(tokenizer)
-        return cls._cache[key]
+        self.group_cache = BytesLRU(128 * 2**20)  # token groups by partition of the symbols (see `groups`)
 
     @property
     def outlines_vocabulary(self):
@@ -618,7 +594,7 @@ class _OutlinesTokenizer:
         symbols long; one table per length was a dozen tables for every token grouping."""
         spellings = list(self.reduced_vocabulary)
         names: dict[str, int] = {}
-        rows = [[names.setdefault(symbol, len(names)) for symbol in _outlines_symbols(text)] for text in spellings]
+        rows = [[names.setdefault(symbol, len(names)) for symbol in outlines_symbols(text)] for text in spellings]
         by_width: dict[int, list[int]] = {}
         for i, row in enumerate(rows):
             by_width.setdefault(1 << (len(row) - 1).bit_length() if row else 0, []).append(i)
@@ -646,8 +622,8 @@ class _OutlinesTokenizer:
         keys[dead] = -1
         partition, _ = number_rows(keys[:, None])  # keys renumbered by first appearance: equal iff the partitions are
         dead_class = int(partition[dead.argmax()]) if dead.any() else -1
-        return _GROUPS.get((self, partition.tobytes(), dead_class), lambda: self._groups(partition, dead_class),
-                           lambda g: g[0].nbytes + 100 * g[2])  # (~100 bytes a token of outlines' vocabulary)
+        return self.group_cache.get((partition.tobytes(), dead_class), lambda: self._groups(partition, dead_class),
+                                    lambda g: g[0].nbytes + 100 * g[2])  # (~100 bytes a token of outlines' vocabulary)
 
     def _groups(self, partition: np.ndarray, dead_class: int):
         from outlines_core.fsm.regex import Vocabulary
@@ -680,11 +656,11 @@ class _OutlinesTokenizer:
     @cached_property
     def byte_spellings(self) -> tuple[dict[bytes, list[int]], list[bytes]]:
         """Each token's bytes ({bytes: token ids}; outlines writes a byte that is no whole character as a "\\x00XX"
-        symbol) and those byte strings sorted: what an enum's trie is read with (`_choice_automaton`)."""
+        symbol) and those byte strings sorted: what an enum's trie is read with (`TokenAutomata.choice`)."""
         spelled: dict[bytes, list[int]] = {}
         for text, ids in self.reduced_vocabulary.items():
             raw = b"".join(bytes.fromhex(symbol[1:]) if len(symbol) == 3 and symbol[0] == "\x00" else symbol.encode()
-                           for symbol in _outlines_symbols(text))
+                           for symbol in outlines_symbols(text))
             spelled.setdefault(raw, []).extend(ids)
         return spelled, sorted(spelled)
 
@@ -705,10 +681,10 @@ class _OutlinesTokenizer:
         return hash(self._key)
 
     def __eq__(self, other):
-        return isinstance(other, _OutlinesTokenizer) and self.tokenizer is other.tokenizer
+        return isinstance(other, TokenizerAdapter) and self.tokenizer is other.tokenizer
 
 
-def _outlines_symbols(text: str) -> list[str]:
+def outlines_symbols(text: str) -> list[str]:
     """The symbols outlines-core reads a spelling as (its get_token_transition_keys): a NUL that two more
     characters follow starts a three-character byte symbol ("\\x00C3"); every other character is itself."""
     out, i = [], 0
@@ -720,580 +696,3 @@ def _outlines_symbols(text: str) -> list[str]:
             out.append(text[i])
             i += 1
     return out
-
-
-def token_ids(tokenizer, text: str) -> tuple[int, ...]:
-    """`tokenizer.encode(text, add_special_tokens=False)`, memoised per tokenizer (a compiler encodes the same member
-    names and braces over and over)."""
-    return _OutlinesTokenizer.wrap(tokenizer).encode(text)
-
-
-def _state_key(state):
-    """A hashable stand-in for an interegular crawl state (ints, tuples, sets, dicts, nested), equal iff they are."""
-    if isinstance(state, dict):
-        try:
-            return ("dict", frozenset(state.items()))  # the usual case: values hash as they are
-        except TypeError:
-            return ("dict", frozenset((k, _state_key(v)) for k, v in state.items()))
-    if isinstance(state, (set, frozenset)):
-        try:
-            return ("set", frozenset(state))
-        except TypeError:
-            return ("set", frozenset(_state_key(v) for v in state))
-    if isinstance(state, (list, tuple)):
-        return (type(state).__name__, tuple(_state_key(v) for v in state))
-    return state
-
-
-MAX_STATES = 20_000  # per FSM operation: a few patterns (nested repeats of overlapping classes) blow up exponentially
-
-
-class AutomatonTooLarge(TemplateError):
-    """The regex's deterministic automaton would exceed MAX_STATES states."""
-
-
-def _indexed_crawl(alphabet, initial, final, follow):
-    """interegular's `crawl` (subset construction behind every FSM operation) with a dict from state to number
-    instead of `list.index`: the same FSM, in linear rather than quadratic time in the number of states. Stops at
-    MAX_STATES states, so a pathological regex fails in bounded time and memory."""
-    from interegular.fsm import FSM, OblivionError
-
-    from diffreason.regex_dfa import Numbering
-
-    def key_of(state):
-        try:
-            return state if hash(state) is not None else None  # most states hash as they are
-        except TypeError:
-            return _state_key(state)
-
-    number = Numbering(key_of(initial), MAX_STATES, item=initial)
-    states, finals, transitions = number.items, set(), {}
-    i = 0
-    while i < len(states):
-        limits.check()
-        state = states[i]
-        if final(state):
-            finals.add(i)
-        transitions[i] = {}
-        for symbol in alphabet.by_transition:
-            try:
-                nxt = follow(state, symbol)
-            except OblivionError:
-                continue
-            transitions[i][symbol] = number(key_of(nxt), nxt)
-        i += 1
-    return FSM(alphabet=alphabet, states=range(len(states)), initial=0, finals=finals, map=transitions,
-               __no_validation__=True)
-
-
-_PARTS = threading.local()  # the sub-pattern FSMs of the regex being built (see _memoised_to_fsm)
-
-
-def _memoised_to_fsm(to_fsm):
-    """interegular builds a pattern's FSM from its parts' FSMs; JSON value regexes repeat parts (every string member
-    has the same string pattern), so within one regex each distinct part is built once. Outside `_token_index` (no
-    memo) it is interegular's own method."""
-
-    def wrapper(self, alphabet=None, prefix_postfix=None, flags=None):
-        memo = getattr(_PARTS, "memo", None)
-        if memo is None or alphabet is None or prefix_postfix is None:
-            return to_fsm(self, alphabet, prefix_postfix, flags) if flags is not None else to_fsm(
-                self, alphabet, prefix_postfix)
-        key = (self, id(alphabet), prefix_postfix, flags)  # one alphabet object per regex: its id is enough
-        if key not in memo:
-            memo[key] = to_fsm(self, alphabet, prefix_postfix, flags)
-        return memo[key]
-
-    wrapper.diffreason_memoised = True
-    return wrapper
-
-
-def _patch_interegular() -> None:
-    import interegular.fsm
-    import interegular.patterns as patterns
-
-    interegular.fsm.crawl = _indexed_crawl  # same result, linear time (see _indexed_crawl)
-    for cls in (patterns._Repeated, patterns._Concatenation, patterns.Pattern):
-        if not getattr(cls.to_fsm, "diffreason_memoised", False):
-            cls.to_fsm = _memoised_to_fsm(cls.to_fsm)
-
-
-# Regex syntax has no intersection, and JSON Schema needs one: `pattern`, `format` and `minLength` must all hold.
-# A caller writes a placeholder character where an intersection stands and passes, as `intersections`, pairs
-# (placeholder, (regex, regex, ...)): the placeholder's leaf in the parsed regex is replaced by a node whose automaton
-# is the product of its regexes' automata; a part given as Complement(regex) stands for what regex does not match
-# (JSON Schema's `not`). A regex passed without intersections is read as written.
-Intersections = tuple[tuple[str, tuple[str, ...]], ...]
-
-
-class Complement(str):
-    """An intersection part that stands for every string its regex does NOT match (JSON Schema's `not`)."""
-
-    def __eq__(self, other):
-        return type(other) is Complement and str.__eq__(self, other)
-
-    def __ne__(self, other):
-        return not self == other
-
-    def __hash__(self):
-        return hash(("Complement", str(self)))
-
-    def __repr__(self):
-        return f"Complement({str.__repr__(self)})"
-
-
-@functools.cache
-def _intersection_node_cls():
-    from interegular.fsm import FSM, Alphabet
-    from interegular.patterns import REFlags, _Repeatable
-
-    @dataclass(frozen=True)
-    class _Intersection(_Repeatable):
-        """The strings every part matches (an interegular pattern node, built into the parts' FSM product)."""
-
-        parts: tuple
-        __slots__ = ("parts",)
-
-        def _get_alphabet(self, flags):
-            return Alphabet.union(*(part.get_alphabet(flags) for part in self.parts))[0]
-
-        def _get_prefix_postfix(self):
-            return 0, 0
-
-        def _get_lengths(self):
-            highs = [part.lengths[1] for part in self.parts if part.lengths[1] is not None]
-            return max(part.lengths[0] for part in self.parts), min(highs) if highs else None
-
-        def to_fsm(self, alphabet=None, prefix_postfix=None, flags=REFlags(0)):
-            alphabet = alphabet if alphabet is not None else self.get_alphabet(flags)
-            return FSM.intersection(*(part.to_fsm(alphabet, (0, 0), flags) for part in self.parts))
-
-        def simplify(self):
-            return self
-
-    @dataclass(frozen=True)
-    class _Complement(_Repeatable):
-        """The strings `part` does not match (an interegular pattern node, built as its FSM's complement)."""
-
-        part: object
-        __slots__ = ("part",)
-
-        def _get_alphabet(self, flags):
-            return self.part.get_alphabet(flags)
-
-        def _get_prefix_postfix(self):
-            return 0, 0
-
-        def _get_lengths(self):
-            return 0, None
-
-        def to_fsm(self, alphabet=None, prefix_postfix=None, flags=REFlags(0)):
-            alphabet = alphabet if alphabet is not None else self.get_alphabet(flags)
-            return self.part.to_fsm(alphabet, (0, 0), flags).everythingbut()
-
-        def simplify(self):
-            return self
-
-    return _Intersection, _Complement
-
-
-def _substitute(node, leaves: dict):
-    """`node` (a parsed regex) with every one-character leaf that is a key of `leaves` replaced by its value."""
-    from interegular.patterns import _BasePattern, _CharGroup, _NonCapturing
-
-    if isinstance(node, _CharGroup):
-        if not node.negated and len(node.chars) == 1:
-            return leaves.get(next(iter(node.chars)), node)
-        return node
-    changes = {}
-    for field in dataclasses.fields(node):
-        value = getattr(node, field.name)
-        if isinstance(value, tuple):
-            new = tuple(_substitute(v, leaves) if isinstance(v, (_BasePattern, _NonCapturing)) else v for v in value)
-        elif isinstance(value, (_BasePattern, _NonCapturing)):
-            new = _substitute(value, leaves)
-        else:
-            continue
-        if new != value:
-            changes[field.name] = new
-    return dataclasses.replace(node, **changes) if changes else node
-
-
-def _parse(regex: str, intersections: Intersections):
-    import interegular
-
-    from diffreason.composed import Choice
-
-    if isinstance(regex, Choice) and not intersections:  # the pattern interegular would parse: a group a char
-        from interegular.patterns import Pattern, _CharGroup, _Concatenation
-
-        return Pattern(tuple(_Concatenation(tuple(_CharGroup(frozenset(c), False) for c in text))
-                             for text in regex.texts))
-    text = str(regex)
-    pattern = _PATTERNS.get(text, lambda: interegular.parse_pattern(text), lambda _: 1024 + 200 * len(text))
-    present = tuple((mark, parts) for mark, parts in intersections if mark in text)
-    if present:
-        node, complement = _intersection_node_cls()
-        # (a part may hold another intersection's placeholder: parsed with the others, it is substituted too)
-        others = tuple(x for x in intersections if x[0] not in dict(present))
-        leaves = {mark: node(tuple(complement(_parse(part, others)) if isinstance(part, Complement)
-                                   else _parse(part, others) for part in parts))
-                  for mark, parts in present}
-        pattern = _substitute(pattern, leaves)
-    return pattern
-
-
-def _char_fsm(regex: str, intersections: Intersections = ()):
-    """The character FSM of `regex`. Cached by bytes: a slot with intersections is first checked for emptiness, then
-    built, and `not` / anyOf over patterns ask again for the same intersections (Handwritten allany19: 132 builds of
-    81 distinct FSMs, each a product of several automata)."""
-    return _CHAR_FSMS.get((regex, intersections), lambda: _build_char_fsm(regex, intersections),
-                          lambda fsm: 1024 + 100 * sum(map(len, fsm.map.values())))  # ~100 bytes a dict entry
-
-
-def _build_char_fsm(regex: str, intersections: Intersections = ()):
-    from diffreason import regex_dfa
-    from diffreason.composed import Choice
-
-    if isinstance(regex, Choice) and not intersections:
-        return _trie_fsm(regex.texts)
-    pattern = _parse(regex, intersections)
-    try:
-        return regex_dfa.build_fsm(pattern, _intersection_node_cls(), MAX_STATES)
-    except regex_dfa.TooLarge as exc:
-        raise AutomatonTooLarge(str(exc)) from None
-    except regex_dfa.NotCovered:
-        pass  # lookarounds, inline flags: interegular's own construction
-    _patch_interegular()
-    _PARTS.memo = {}
-    try:
-        return pattern.to_fsm()
-    except regex_dfa.TooLarge as exc:  # (from _indexed_crawl)
-        raise AutomatonTooLarge(str(exc)) from None
-    finally:
-        _PARTS.memo = None
-
-
-def _trie_fsm(texts: tuple[str, ...]):
-    """The character DFA of a finite set of strings (an enum's values): their trie, which is what determinising
-    `(t1|t2|...)` yields, built in one pass over the characters (a long enum's parse and subset construction took
-    tens of milliseconds). Each character is a class of its own; `anything_else` moves nowhere."""
-    from interegular.fsm import FSM, Alphabet, anything_else
-
-    of_char: dict[str, int] = {}
-    moves, ends = _trie([of_char.setdefault(ch, len(of_char)) for ch in text] for text in texts)
-    return FSM(alphabet=Alphabet({**of_char, anything_else: len(of_char)}), states=range(len(moves)), initial=0,
-               finals=set(ends), map=dict(enumerate(moves)), __no_validation__=True)
-
-
-def _trie(words) -> tuple[list[dict], list[int]]:
-    """The trie of `words` (sequences of symbols): each node's {symbol: child node} (the root is node 0), and the
-    node each word ends at. AutomatonTooLarge past MAX_STATES nodes."""
-    children: list[dict] = [{}]
-    ends = []
-    for word in words:
-        node = 0
-        for symbol in word:
-            row = children[node]
-            node = row.get(symbol, -1)
-            if node < 0:
-                node = row[symbol] = len(children)
-                children.append({})
-        ends.append(node)
-    if len(children) > MAX_STATES:
-        raise AutomatonTooLarge(f"its automaton exceeds {MAX_STATES} states")
-    return children, ends
-
-
-def shortest_strings(fsm, count: int) -> list[list]:
-    """The first `count` strings of interegular's `fsm.strings()` — by length, then at each position by (transition,
-    symbol) — without walking every shorter string as its breadth-first search does: per length, a depth-first
-    search that enters only states a final state is exactly that many moves from. (For `"...ab..."` over printable
-    ASCII the breadth-first search walked 95^3 strings before its fourth character: 14 s for one name.)"""
-    moves = {s: sorted(row.items()) for s, row in fsm.map.items()}
-    symbols = {t: sorted(chars) for t, chars in fsm.alphabet.by_transition.items()}
-    ends = [set(fsm.finals)]  # ends[r]: the states with a path of exactly r moves to a final state
-    out: list[list] = []
-    for length in range(len(fsm.states) * (count + 1) + 1):  # (an infinite language has a string every |S|)
-        if length:
-            ends.append({s for s, row in moves.items() if any(t in ends[length - 1] for _, t in row)})
-        if not ends[length]:
-            break  # (and every longer length too)
-        if fsm.initial not in ends[length]:
-            continue
-        # the strings of this length in order: a stack of (state, remaining moves, prefix) expansions, last first
-        stack = [(fsm.initial, length, [])]
-        while stack:
-            state, left, prefix = stack.pop()
-            if not left:
-                out.append(prefix)
-                if len(out) == count:
-                    return out
-                continue
-            stack += reversed([(target, left - 1, prefix + [char]) for t, target in moves.get(state, ())
-                               if target in ends[left - 1] for char in symbols[t]])
-    return out
-
-
-def intersections_in(text: str, intersections: Intersections) -> Intersections:
-    """The intersections whose placeholders `text` holds — with those their parts hold in turn."""
-    found, todo = set(), [text]
-    while todo:
-        part = todo.pop()
-        for mark, parts in intersections:
-            if mark in part and mark not in found:
-                found.add(mark)
-                todo.extend(parts)
-    return tuple(x for x in intersections if x[0] in found)
-
-
-def matches_nothing(regex: str, intersections: Intersections = ()) -> bool:
-    """Is the language of `regex` (with its intersections) empty? Character-level, so cheaper than an automaton. A
-    regex that is one intersection (what the compiler checks before it writes a value) is searched, not built:
-    Handwritten allany14 checks 958 intersections of eight patterns each, and building their products took 16 s."""
-    built = (regex, intersections) in _CHAR_FSMS
-    if not built and len(intersections) == 1 and intersections[0][0] == regex:
-        empty = _intersection_empty(intersections[0][1])
-        if empty is not None:
-            return empty
-    try:
-        return _char_fsm(regex, intersections).empty()
-    except AutomatonTooLarge:
-        return False  # the automaton build reports it
-
-
-def _intersection_empty(parts: tuple[str, ...]) -> bool | None:
-    """Is no string matched by every part (a Complement part: not matched)? None where the search cannot say
-    (lookarounds, inline flags: interegular's construction decides). Cached by the parts."""
-    return _EMPTY_INTERSECTIONS.get(parts, lambda: _search_intersection(parts),
-                                    lambda _: 64 + sum(map(len, parts)))  # (the key's text is the weight)
-
-
-def _search_intersection(parts: tuple[str, ...]) -> bool | None:
-    from diffreason import regex_dfa
-
-    if len(parts) > 2:  # two parts that exclude each other (cheap, and cached) settle it without the whole product
-        if any(_intersection_empty(pair) for pair in itertools.combinations(parts, 2)):
-            return True
-    try:
-        return regex_dfa.intersection_empty([_part_dfa(part) for part in parts], MAX_STATES)
-    except regex_dfa.TooLarge:
-        return False  # the automaton build reports it
-    except regex_dfa.NotCovered:
-        return None
-
-
-def _part_dfa(part: str):
-    """An intersection part's DFA over its own classes, cached: `not` / anyOf over patterns intersect the same few
-    patterns in many combinations (Handwritten allany14: 378 intersections of 8 out of about 20)."""
-    from diffreason import regex_dfa
-
-    def build():
-        special = _intersection_node_cls()
-        node = special[1](_parse(part, ())) if isinstance(part, Complement) else _parse(part, ())
-        return regex_dfa.classed_dfa(node, special, MAX_STATES)
-
-    # ~100 bytes a dict entry, and 4 a state and class for the dense table a product search makes of it
-    return _PART_DFAS.get(part, build, lambda d: 1024 + sum(100 * len(row) + 4 * (len(d.of_char) + 1)
-                                                           for row in d.dfa.moves))
-
-
-def _token_index(regex: str, tokenizer: _OutlinesTokenizer, intersections: Intersections = ()):
-    """(index, group of each token id, number of groups): outlines-core's regex → token index
-    (`create_states_mapping`) over token groups, without its FSM minimisation: interegular's `reduce()` (two subset
-    constructions over the reversed automaton) costs minutes on the bounded repeats JSON values are made of, and an
-    unminimised DFA accepts the same language (the slot work below is linear in its moves either way)."""
-    from outlines_core.fsm.regex import Index, make_byte_level_fsm, make_deterministic_fsm
-
-    char_fsm = _char_fsm(regex, intersections)
-    byte_fsm = _byte_level_fsm(char_fsm)
-    if byte_fsm is None:
-        byte_fsm, _ = make_deterministic_fsm(make_byte_level_fsm(char_fsm, keep_utf8=True))
-    # what outlines' create_fsm_index_tokenizer does, over one token per group of tokens that this FSM's alphabet
-    # reads alike (a few thousand of a 32k vocabulary; see _OutlinesTokenizer.groups)
-    info = byte_fsm.fsm_info
-    live = set().union(*byte_fsm.map.values())
-    group, vocabulary, count = tokenizer.groups(info.alphabet_symbol_mapping, info.alphabet_anything_value, live)
-    return Index(info, vocabulary, count, frozenset()), group, count  # (EOS: the "no group" number, moving nowhere)
-
-
-def _byte_level_fsm(fsm):
-    """outlines-core's `make_byte_level_fsm` for a character FSM whose alphabet names only ASCII characters (every
-    FSM our compiler writes), without its per-move linear scans of the state list: ASCII characters are bytes as
-    they are; a move on `anything_else` also takes every multi-byte UTF-8 sequence — a lead byte, then one to three
-    continuation bytes through intermediate states shared per target, keyed as outlines keys them. None for other
-    FSMs (outlines' own conversion handles them)."""
-    from interegular.fsm import anything_else
-    from outlines_core.fsm.regex import BetterAlphabet, BetterFSM
-
-    mapping = fsm.alphabet._symbol_mapping
-    n = len(fsm.states)
-    if fsm.map.keys() != set(range(n)) or any(s is not anything_else and ord(s) >= 0x80 for s in mapping):
-        return None
-    other = mapping[anything_else]
-    cont, lead2, lead3, lead4 = range(max(mapping.values()) + 1, max(mapping.values()) + 5)
-    symbols = dict(mapping)
-    for names, key in zip(_utf8_byte_symbols(), (cont, lead2, lead3, lead4)):
-        symbols.update(dict.fromkeys(names, key))
-    moves = {s: dict(row) for s, row in fsm.map.items()}
-    chains: dict[int, tuple[int, int, int]] = {}  # target → states 1, 2, 3 continuation bytes before it
-    for row in list(moves.values()):
-        target = row.get(other)
-        if target is None:
-            continue
-        if target not in chains:
-            chains[target] = (n, n + 1, n + 2)
-            moves[n], moves[n + 1], moves[n + 2] = {cont: target}, {cont: n}, {cont: n + 1}
-            n += 3
-        row[lead2], row[lead3], row[lead4] = chains[target]
-    return BetterFSM(alphabet=BetterAlphabet(symbols), states=range(n), initial=fsm.initial, finals=fsm.finals,
-                     map=moves, __no_validation__=True)
-
-
-@functools.cache
-def _utf8_byte_symbols() -> tuple[tuple[str, ...], ...]:
-    """outlines' names of the non-ASCII bytes: continuation bytes, then lead bytes of 2-, 3- and 4-byte sequences."""
-    from outlines_core.fsm.regex import byte_symbol
-
-    return tuple(tuple(map(byte_symbol, range(lo, hi))) for lo, hi in ((0x80, 0xC0), (0xC0, 0xE0), (0xE0, 0xF0),
-                                                                         (0xF0, 0xF8)))
-
-
-class BytesLRU:
-    """A least-recently-used cache bounded by the bytes its values hold, not by their count: a token automaton is a
-    [states, vocab] table, so with a 262k-token vocabulary one entry can weigh hundreds of MB. `reweigh`: values
-    that grow after they are cached (an automaton's derived tables) are weighed again whenever handed out."""
-
-    def __init__(self, max_bytes: int, reweigh: bool = False):
-        self.max_bytes = max_bytes
-        self.reweigh = reweigh
-        self.items: OrderedDict = OrderedDict()
-        self.bytes = 0
-
-    def __contains__(self, key) -> bool:
-        return key in self.items
-
-    def clear(self) -> None:
-        self.items.clear()
-        self.bytes = 0
-
-    def get(self, key, build, size):
-        entry = self.items.get(key)
-        if entry is not None:
-            self.items.move_to_end(key)
-            if self.reweigh:
-                weight = size(entry[0])
-                if weight != entry[1]:
-                    self.items[key] = (entry[0], weight)
-                    self.bytes += weight - entry[1]
-                    self._evict()
-            return entry[0]
-        value = build()
-        weight = size(value)
-        if weight <= self.max_bytes:
-            self.items[key] = (value, weight)
-            self.bytes += weight
-            self._evict()
-        return value
-
-    def _evict(self) -> None:
-        while self.bytes > self.max_bytes and len(self.items) > 1:  # (the entry just used stays)
-            _, (_, dropped) = self.items.popitem(last=False)
-            self.bytes -= dropped
-
-
-_AUTOMATA = BytesLRU(512 * 2**20, reweigh=True)
-_CHAR_FSMS = BytesLRU(128 * 2**20)
-_EMPTY_INTERSECTIONS = BytesLRU(16 * 2**20)  # matches_nothing's verdicts by the intersected regexes
-_PATTERNS = BytesLRU(64 * 2**20)  # interegular's parse of a regex (immutable nodes), by its text
-_PART_DFAS = BytesLRU(64 * 2**20)  # intersection parts' DFAs over their own classes
-_GROUPS = BytesLRU(128 * 2**20)  # token groups by (tokenizer, partition of its symbols)
-
-
-def _from_regex_cached(regex: str, tokenizer: _OutlinesTokenizer, intersections: Intersections = ()) -> TokenAutomaton:
-    return _AUTOMATA.get((regex, tokenizer, intersections), lambda: _from_regex(regex, tokenizer, intersections),
-                         lambda a: a.nbytes)
-
-
-def _from_regex(regex: str, tokenizer: _OutlinesTokenizer, intersections: Intersections = (),
-                pad: int | None = None) -> TokenAutomaton:
-    """`pad`: for a composed regex, with a pad sink (see `TokenAutomaton.padded`)."""
-    from diffreason import composed
-    from diffreason.composed import Choice
-
-    if composed.is_composite(regex):  # built from its parts' automata (see diffreason.composed)
-        def leaf(text: str) -> TokenAutomaton:
-            return _from_regex_cached(text, tokenizer, intersections_in(text, intersections))
-
-        try:
-            *moves, classes = composed.compose(regex, leaf, tokenizer.encode, len(tokenizer.tokenizer), MAX_STATES,
-                                               pad)
-        except composed.CompositionTooLarge as exc:
-            raise AutomatonTooLarge(f"the automaton of regex {str(regex)[:80]!r}... has {exc}") from None
-        return TokenAutomaton.from_moves(*moves, classes)
-    if isinstance(regex, Choice) and not intersections:
-        return _choice_automaton(regex.texts, tokenizer)
-    limits.check()
-    try:
-        index, group, eos = _token_index(regex, tokenizer, intersections)
-    except (AutomatonTooLarge, limits.BudgetExceeded):
-        raise
-    except Exception as exc:  # interegular / outlines raise several types for unsupported constructs
-        reason = " ".join(str(exc).split()) or f"{type(exc).__name__} (not a regex this parser supports)"
-        raise TemplateError(f"cannot build an automaton for regex {regex!r}: {reason}") from None
-    src, tok, dst = _moves(index.get_transitions())  # on groups of tokens
-    # outlines marks acceptance by an EOS move into a final state; we end values with pads instead.
-    labels = np.unique(np.concatenate([src, dst, [index.get_initial_state()]]))
-    final = np.array([index.is_final_state(int(s)) for s in labels], dtype=bool)
-    final[np.searchsorted(labels, src[tok == eos])] = True
-    keep = tok != eos
-    src, tok, dst = np.searchsorted(labels, src[keep]), tok[keep], np.searchsorted(labels, dst[keep])
-    # groups that move alike from every state make one class (number eos, no group, has no moves)
-    of_group, kept = TokenClasses.of_moves(src, tok, dst, eos + 1)
-    classes = TokenClasses(of_group.of[group], of_group.count)
-    return TokenAutomaton.from_moves(src[kept], of_group.of[tok[kept]], dst[kept], torch.from_numpy(final),
-                                     int(np.searchsorted(labels, index.get_initial_state())), classes)
-
-
-def _choice_automaton(texts: tuple[str, ...], tokenizer: _OutlinesTokenizer) -> TokenAutomaton:
-    """The token automaton of a finite set of strings (an enum's values) read straight off the trie of their UTF-8
-    bytes: from each trie node, every token whose bytes are a path down from it moves to the path's end. The same
-    language and the same allowed sets as outlines' index over the trie's character FSM, at a fraction of the cost
-    (half a millisecond for a two-value enum, most of it spent on the FSM's alphabet and token groups, and enums are
-    a tenth of a schema's compile)."""
-    spelled, ordered = tokenizer.byte_spellings
-    children, finals = _trie(text.encode() for text in texts)
-    src, tok, dst = [], [], []
-    for start in range(len(children)):
-        stack = [(start, b"")]
-        while stack:
-            node, path = stack.pop()
-            for byte, child in children[node].items():
-                spelling = path + _BYTES[byte]
-                at = bisect.bisect_left(ordered, spelling)
-                if at == len(ordered) or not ordered[at].startswith(spelling):
-                    continue  # no token spelled with this prefix
-                ids = spelled.get(spelling)
-                if ids is not None:
-                    src += [start] * len(ids)
-                    tok += ids
-                    dst += [child] * len(ids)
-                stack.append((child, spelling))
-    src, tok, dst = (np.array(x, dtype=np.int64) for x in (src, tok, dst))
-    classes, keep = TokenClasses.of_moves(src, tok, dst, len(tokenizer.tokenizer))
-    accepting = torch.zeros(len(children), dtype=torch.bool)
-    accepting[finals] = True
-    return TokenAutomaton.from_moves(src[keep], classes.of[tok[keep]], dst[keep], accepting, 0, classes)
-
-
-_BYTES = [bytes([b]) for b in range(256)]
-
-
-def _moves(transitions: dict[int, dict[int, int]]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """{state: {token: next state}} as three arrays (source, token, target), each filled by one C-speed pass."""
-    sizes = np.fromiter(map(len, transitions.values()), np.int64, len(transitions))
-    total = int(sizes.sum())
-    src = np.repeat(np.fromiter(transitions.keys(), np.int64, len(transitions)), sizes)
-    tok = np.fromiter(itertools.chain.from_iterable(transitions.values()), np.int64, total)
-    dst = np.fromiter(itertools.chain.from_iterable(m.values() for m in transitions.values()), np.int64, total)
-    return src, tok, dst

@@ -1,0 +1,124 @@
+"""Stage 1 of the constraint pipeline: value regexes that remember how they were put together.
+
+A JSON value's regex is mostly structure — braces, member names, commas, optional members, repeated items — around a
+few kinds of leaf values (strings, numbers, enums) that recur across members and schemas. An `Rx` is a `str` (the
+regex text, exactly as the compiler writes it, so size limits and caches see no difference) that also holds its
+structure: literals, sequences, alternatives and repeats down to leaf regexes. The token stage composes an `Rx`'s
+automaton from its leaves' automata (`diffreason.constrain.compose`) instead of building the whole regex's; a
+`Choice` is a leaf of literal texts (an enum's values) whose automaton is read off their trie.
+
+    lit('{"a":') + leaf regexes → seq / alt / optional / repeat → Rx → (chardfa, tokens) → slot
+"""
+
+from __future__ import annotations
+
+import re
+
+# ("leaf", text) | ("lit", raw text) | ("seq", parts) | ("alt", parts) | ("rep", part, lo, hi or None)
+Node = tuple
+
+
+class Rx(str):
+    """A regex's text plus its structure (`node`)."""
+
+    node: Node
+
+    def __new__(cls, text: str, node: Node) -> "Rx":
+        out = super().__new__(cls, text)
+        out.node = node
+        return out
+
+
+class Choice(str):
+    """`(t1|t2|...)` for literal texts (an enum's values), written with re.escape, keeping the texts: its character
+    automaton is built from them without parsing the regex (a long enum's regex was the costliest parse). A leaf."""
+
+    texts: tuple[str, ...]
+
+    def __new__(cls, texts) -> "Choice":
+        texts = tuple(texts)
+        out = super().__new__(cls, "(" + "|".join(re.escape(t) for t in texts) + ")")
+        out.texts = texts
+        return out
+
+
+def node_of(regex: str) -> Node:
+    return regex.node if isinstance(regex, Rx) else ("leaf", regex if isinstance(regex, Choice) else str(regex))
+
+
+def lit(raw: str) -> Rx:
+    """The literal text `raw`."""
+    return Rx(re.escape(raw), ("lit", raw))
+
+
+def seq(*parts: str) -> Rx:
+    return Rx("".join(parts), ("seq", tuple(node_of(p) for p in parts)))
+
+
+def group(part: str) -> Rx:
+    """`(part)`: the same language, in parentheses."""
+    return Rx(f"({part})", node_of(part))
+
+
+def alt(parts: list[str]) -> Rx:
+    """`((a)|(b)|...)`."""
+    return Rx("(" + "|".join(f"({p})" for p in parts) + ")", ("alt", tuple(node_of(p) for p in parts)))
+
+
+def optional(part: str) -> Rx:
+    """`(part)?`."""
+    return Rx(f"({part})?", ("rep", node_of(part), 0, 1))
+
+
+def repeat(part: str, lo: int, hi: int | None) -> Rx:
+    """`(part){lo,hi}`, or `(part){lo,}` when hi is None."""
+    return Rx(f"({part}){{{lo},{'' if hi is None else hi}}}", ("rep", node_of(part), lo, hi))
+
+
+def is_composite(regex: str) -> bool:
+    return isinstance(regex, Rx) and regex.node[0] != "leaf"
+
+
+def optional_prefixed(regex: str) -> tuple[str, str] | None:
+    """(literal, rest) when `regex` is `(literal rest)?` — an optional object member, `(,"name":value)?` — else None.
+    `rest` is the value's regex: its leaf text as it is, so it names the same cached automata and slots as the value
+    written anywhere else."""
+    if not isinstance(regex, Rx):
+        return None
+    node = regex.node
+    if node[0] != "rep" or node[2:] != (0, 1) or node[1][0] != "seq":
+        return None
+    parts = flatten(node[1][1])
+    if len(parts) < 2 or parts[0][0] != "lit":
+        return None
+    return parts[0][1], rx_of(parts[1:])
+
+
+def rx_of(nodes: list[Node]) -> str:
+    """A regex for a sequence of nodes: a lone leaf as its own text, anything else as an Rx (whose text, a cache
+    key, is written the way the helpers above write it)."""
+    if len(nodes) == 1 and nodes[0][0] == "leaf":
+        return nodes[0][1]
+    return Rx("".join(text_of(n) for n in nodes), ("seq", tuple(nodes)))
+
+
+def text_of(node: Node) -> str:
+    kind = node[0]
+    if kind == "leaf":
+        return node[1]
+    if kind == "lit":
+        return re.escape(node[1])
+    if kind == "seq":
+        return "".join(text_of(p) for p in node[1])
+    if kind == "alt":
+        return "(" + "|".join(f"({text_of(p)})" for p in node[1]) + ")"
+    _, part, lo, hi = node
+    return f"({text_of(part)})?" if (lo, hi) == (0, 1) else f"({text_of(part)}){{{lo},{'' if hi is None else hi}}}"
+
+
+def flatten(parts: tuple) -> list[Node]:
+    """A sequence's parts with nested sequences spliced in."""
+    out = []
+    for p in parts:
+        out += flatten(p[1]) if p[0] == "seq" else [p]
+    return out
