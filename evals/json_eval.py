@@ -103,7 +103,7 @@ def _run_eval(files, tokenizer, model, fillings: int, seed: int, progress, compi
     from diffreason.structured import generate
     from diffreason.tasks.json_corpus import prompt_of
 
-    commit = _commit()  # taken now: the code may change while a long run goes on
+    commit = checkout_commit()  # taken now: the code may change while a long run goes on
     per = collections.defaultdict(lambda: collections.Counter())
     compile_us_per_pos, warm_us_per_pos, compile_ms, seconds_per_object, steps = [], [], [], [], []
     positions = 0  # canvas positions of all compiled schemas
@@ -232,7 +232,7 @@ def _run_eval(files, tokenizer, model, fillings: int, seed: int, progress, compi
     }
 
 
-def _commit() -> str:
+def checkout_commit() -> str:
     """The checkout's commit (with '+' when it has changes), so a report says which code produced it."""
     import subprocess
 

@@ -37,7 +37,7 @@ from typing import Any, Iterable, Iterator
 import numpy as np
 import torch
 
-from diffreason.evals.json_eval import _commit
+from diffreason.evals.json_eval import checkout_commit
 
 DEFAULT_ROOT = Path(__file__).resolve().parent.parent / "tests" / "data" / "json_schema_test_suite"
 SOURCE = ("JSON-Schema-Test-Suite as embedded in the PyPI sdist jsonschema-4.26.0.tar.gz (json/tests/<draft>/*.json "
@@ -529,7 +529,7 @@ def run_suite(drafts: Iterable[str] | None = None, tokenizer=None, fillings: int
     for counts in per.values():
         total.update(counts)
     return {
-        "commit": _commit(),
+        "commit": checkout_commit(),
         "source": SOURCE,
         "tokenizer_vocab": len(tokenizer),
         "fillings_per_group": fillings,
