@@ -19,7 +19,7 @@ import threading
 from dataclasses import dataclass
 
 from diffreason import limits
-from diffreason.constrain import dfa as regex_dfa
+from diffreason.constrain import dfa
 from diffreason.constrain.cache import BytesLRU
 from diffreason.constrain.dfa import Numbering
 from diffreason.constrain.regex import Choice
@@ -87,8 +87,8 @@ _PARTS = threading.local()  # the sub-pattern FSMs of the regex being built (see
 
 def _memoised_to_fsm(to_fsm):
     """interegular builds a pattern's FSM from its parts' FSMs; JSON value regexes repeat parts (every string member
-    has the same string pattern), so within one regex each distinct part is built once. Outside `_token_index` (no
-    memo) it is interegular's own method."""
+    has the same string pattern), so within one regex each distinct part is built once. Outside `interegular_patched`
+    (no memo) it is interegular's own method."""
 
     def wrapper(self, alphabet=None, prefix_postfix=None, flags=None):
         memo = getattr(_PARTS, "memo", None)
@@ -360,15 +360,15 @@ class CharLevel:
             return _trie_fsm(regex.texts)
         pattern = self.parse(regex, intersections)
         try:
-            return regex_dfa.build_fsm(pattern, special_nodes(), MAX_STATES)
-        except regex_dfa.TooLarge as exc:
+            return dfa.build_fsm(pattern, special_nodes(), MAX_STATES)
+        except dfa.TooLarge as exc:
             raise AutomatonTooLarge(str(exc)) from None
-        except regex_dfa.NotCovered:
+        except dfa.NotCovered:
             pass  # lookarounds, inline flags: interegular's own construction
         with interegular_patched():
             try:
                 return pattern.to_fsm()
-            except regex_dfa.TooLarge as exc:  # (from _indexed_crawl)
+            except dfa.TooLarge as exc:  # (from _indexed_crawl)
                 raise AutomatonTooLarge(str(exc)) from None
 
     def matches_nothing(self, regex: str, intersections: Intersections = ()) -> bool:
@@ -396,10 +396,10 @@ class CharLevel:
             if any(self.intersection_empty(pair) for pair in itertools.combinations(parts, 2)):
                 return True
         try:
-            return regex_dfa.intersection_empty([self.part_dfa(part) for part in parts], MAX_STATES)
-        except regex_dfa.TooLarge:
+            return dfa.intersection_empty([self.part_dfa(part) for part in parts], MAX_STATES)
+        except dfa.TooLarge:
             return False  # the automaton build reports it
-        except regex_dfa.NotCovered:
+        except dfa.NotCovered:
             return None
 
     def part_dfa(self, part: str):
@@ -409,7 +409,7 @@ class CharLevel:
         def build():
             special = special_nodes()
             node = special[1](self.parse(part, ())) if isinstance(part, Complement) else self.parse(part, ())
-            return regex_dfa.classed_dfa(node, special, MAX_STATES)
+            return dfa.classed_dfa(node, special, MAX_STATES)
 
         # ~100 bytes a dict entry, and 4 a state and class for the dense table a product search makes of it
         return self.part_dfas.get(part, build, lambda d: 1024 + sum(100 * len(row) + 4 * (len(d.of_char) + 1)
