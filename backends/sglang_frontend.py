@@ -44,7 +44,7 @@ from diffreason.canvas import CanvasTemplate
 from diffreason.constrain.regex import Choice
 from diffreason.engine import Engine, GenerationResult
 from diffreason.errors import ConfigError
-from diffreason.model import load_model
+from diffreason.model import EMBEDDED_JSON, load_model
 from diffreason.sampler import SamplerConfig
 from diffreason.structured import constraint_template
 
@@ -61,8 +61,6 @@ class DiffusionBackend(BaseBackend):
     def __init__(self, model_path: str | Path | None = None, **engine_options: Any):
         super().__init__()
         if model_path is None:
-            from diffreason.cli import EMBEDDED_JSON
-
             model_path = EMBEDDED_JSON
         self.model_path = str(model_path)
         self.lm = load_model(model_path)

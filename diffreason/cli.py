@@ -11,7 +11,6 @@ finger (`--steps 1000000000`) is refused rather than run for ever.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import math
 import os
@@ -27,9 +26,7 @@ from rich.text import Text
 from typer import exceptions as typer_exceptions
 
 from diffreason.errors import DiffreasonError
-
-EMBEDDED_SUDOKU = Path(__file__).parent / "weights" / "sudoku-base"
-EMBEDDED_JSON = Path(__file__).parent / "weights" / "json-small"
+from diffreason.model import EMBEDDED_JSON, EMBEDDED_SUDOKU  # (no torch: model.py imports it where it is used)
 
 EXIT_SOME_FAILED = 1  # a batch in which some items could not be done; the others were
 EXIT_BAD_INPUT = 2  # nothing could be done: a bad option, file or model
@@ -46,7 +43,6 @@ MAX_MINUTES = 100_000.0  # train --time-budget (about ten weeks)
 MAX_EVAL_PUZZLES = 100_000  # eval sudoku --n, per tier
 MAX_PUZZLE_POOL = 100_000  # train sudoku --puzzle-pool
 MAX_LAYERS = 64  # train sudoku --grow-to
-EXACT_SOLVER_NODES = 200_000  # per puzzle before `solve` trusts the model alone (real puzzles need a few thousand)
 
 app = typer.Typer(
     add_completion=False,
@@ -188,7 +184,7 @@ def generate(
     _check_model_dir(model)
     schema_dict = None
     if schema is not None:
-        from diffreason.tasks.json_load import load_schema_file
+        from diffreason.tasks.json_schema.load import load_schema_file
 
         schema_dict = load_schema_file(schema)  # file errors before the model loads
     if model is None:
@@ -530,61 +526,6 @@ T_MIN_OPTION = typer.Option(
 )
 
 
-def _read_puzzles(puzzle: str | None, file: Path | None):
-    """(the puzzles given, where they come from: the --file name, 'stdin', or None for the PUZZLE argument).
-
-    A malformed PUZZLE argument, or a source with no puzzle at all, is an error; a file's bad puzzles are entries
-    with an error (`sudoku.read_puzzles`), so that its good ones are still answered.
-    """
-    from diffreason.tasks import sudoku
-
-    if puzzle is not None and file is not None:
-        raise DiffreasonError("give a PUZZLE or --file, not both")
-    if puzzle is not None:
-        return [sudoku.PuzzleEntry(1, puzzle.strip(), cells=sudoku.parse(puzzle))], None
-    if file is not None:
-        source = str(file)
-        if not file.exists():
-            raise DiffreasonError(f"--file {source!r} does not exist")
-        if file.is_dir():
-            raise DiffreasonError(f"--file {source!r} is a directory; give a file of puzzles")
-        try:
-            data = file.read_bytes()
-        except OSError as exc:
-            raise DiffreasonError(f"cannot read --file {source!r}: {exc.strerror or exc}") from None
-    else:
-        source, stdin = "stdin", sys.stdin
-        try:
-            interactive = stdin is not None and stdin.isatty()
-        except ValueError:  # closed
-            stdin = None
-        if stdin is None or interactive:
-            closed = " (stdin is closed)" if stdin is None else ""
-            raise DiffreasonError(f"no puzzle: give PUZZLE, --file F (one per line) or puzzles on stdin{closed}")
-        data = stdin.buffer.read() if hasattr(stdin, "buffer") else stdin.read()
-    if isinstance(data, bytes) and b"\0" in data:
-        raise DiffreasonError(f"{source} is not a text file of puzzles (it holds NUL bytes)")
-    entries = sudoku.read_puzzles(data)
-    if not entries:
-        raise DiffreasonError(f"no puzzle found in {source}" + ("" if data.strip() else ": it is empty"))
-    return entries, source
-
-
-def _solution_counts(entries) -> dict[int, int | None]:
-    """Entry index -> its solutions by the exact solver (0, 1, or 2 for several; None when the search was cut short),
-    for the readable entries; one with none gets its error here, so that no model time goes to it."""
-    from diffreason.tasks import sudoku
-
-    counts: dict[int, int | None] = {}
-    for i, e in enumerate(entries):
-        if e.cells is not None:
-            solutions, stats = sudoku.solve_exact(e.cells, limit=2, max_nodes=EXACT_SOLVER_NODES)
-            counts[i] = len(solutions) if stats.complete or solutions else None
-            if counts[i] == 0:
-                e.error = "puzzle has no solution (no two givens conflict, but no grid completes them)"
-    return counts
-
-
 def _where(source: str | None, entry) -> str:
     """Where a puzzle is, for messages: 'FILE line N' (nothing for the PUZZLE argument)."""
     return "" if source is None else f"{source} line {entry.line}: "
@@ -641,10 +582,10 @@ def solve_sudoku(
     _int_in("--threads", threads, 0, MAX_THREADS)
     _check_model_dir(model)
     try:
-        entries, source = _read_puzzles(puzzle, file)
+        entries, source = sudoku.read_puzzle_input(puzzle, file)
     except KeyboardInterrupt:  # (reading a slow stdin)
         raise Interrupted("while reading the puzzles; none was answered") from None
-    counts = _solution_counts(entries)
+    counts = sudoku.count_solutions(entries)
     failed = [i for i, e in enumerate(entries) if e.error is not None]
     todo = [i for i, e in enumerate(entries) if e.error is None]
 
@@ -873,21 +814,13 @@ def eval_json(
     _runtime(threads)
     from rich.progress import Progress
 
-    from diffreason.evals.json_eval import collection_of, run_eval, write_report
+    from diffreason.evals.json_eval import run_eval, write_report
     from diffreason.model import load_model
-    from diffreason.tasks.json_corpus import is_heldout
+    from diffreason.tasks.json_corpus import sample_schema_files
     from diffreason.tokenizer import train_byte_bpe
 
-    wanted = {c.strip() for c in collections.split(",") if c.strip()}
-    files, counts = [], {}
-    sample_order = sorted(schemas.glob("*.json"), key=lambda f: hashlib.sha1(f.name.encode()).hexdigest())
-    for f in sample_order:
-        c = collection_of(f.name)
-        skip = (wanted and c not in wanted) or (heldout and not is_heldout(f.name))
-        if skip or (limit and counts.get(c, 0) >= limit):
-            continue
-        counts[c] = counts.get(c, 0) + 1
-        files.append(f)
+    wanted = [c.strip() for c in collections.split(",") if c.strip()]
+    files = sample_schema_files(schemas, limit, wanted, heldout)
     if not files:
         raise DiffreasonError(f"no schema files selected in {schemas}")
     lm = load_model(model) if model else None
@@ -1011,7 +944,7 @@ class GridWatcher:
             return
         text = Text(f"step {trace.step}/{self.max_steps}  mean entropy {trace.mean_entropy:.3f}\n", style="bold")
         for i, tok in enumerate(trace.argmax[: sudoku.CELLS]):
-            digit = str((tok - sudoku.FREE_BASE) % 9 + 1)
+            digit = str(sudoku.token_digit(tok))
             style = "bold" if self.grid[i] else ("bold green" if trace.accepted[i] else "dim")
             text.append(digit, style=style)
             if i % 9 == 8:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import copy
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 
 import torch
 from transformers import DynamicCache
@@ -78,6 +78,45 @@ class EngineStats:
     steps: int = 0
 
 
+@dataclass
+class _Batch:
+    """One batch of B prepared requests on its way through `Engine._run`: what carries over from canvas to canvas.
+
+    A of the B rows are alive (still generating); P is the longest prompt, C the canvas length, k the canvas index.
+    Positions are shared ([1, ·]) when no prompt is padded, per row ([A, ·]) otherwise.
+    """
+
+    requests: list  # prepared requests (`Engine._prepare`): (prompt ids, template, seed, canvases)
+    request_ids: Sequence[int]  # their indices in the caller's list
+    prompt_lens: torch.Tensor  # [B], on the device
+    prompt_len: int  # P
+    padded: bool  # some prompt is shorter than P (left-padded)
+    generators: list[torch.Generator]  # [B], each seeded by its request
+    n_canvases: int  # the most canvases any request asks for
+    cache: DynamicCache  # the alive rows' prompts and committed canvases: [A, heads, ≤ P + k·C, head_dim] per layer
+    alive: list[int]  # the batch rows still generating (A)
+    new_ids: torch.Tensor  # [A, L]: what the cache lacks (the prompts, L = P; then the last committed canvas, L = C)
+    attention: torch.Tensor  # bool [A, P + k·C]: the cache's positions once new_ids are in (False: prompt padding)
+    enc_pos: torch.Tensor  # int32 [A or 1, L]: the positions of new_ids
+    out_tokens: list[list[int]]  # [B]: each row's committed canvases, concatenated
+    steps: list[list[int]]  # [B]: denoising steps per canvas
+    early: list[list[bool]]  # [B]: per canvas, converged before the step budget
+    finished: list[bool]  # [B]: an EOS was committed
+    traces: list[list[StepTrace]]  # [B]: the steps recorded (with `trace`)
+
+
+@dataclass
+class _Canvas:
+    """Canvas k of the A alive rows while it is denoised."""
+
+    index: int  # k
+    templates: list[CanvasTemplate]  # [A]: each row's template part on this canvas (C positions)
+    state: DenoiseState  # the noisy canvas [A, C], its argmax, self-conditioning logits, per-row stops
+    attention: torch.Tensor  # bool [A, P + k·C + C]: what the decoder sees of [cache; canvas]
+    positions: torch.Tensor  # int32 [A or 1, C]
+    mask: dict  # the decoder's attention masks over [cache; canvas] (per layer type), all A rows
+
+
 StepCallback = Callable[[int, StepTrace], None]  # (request index, trace of its step)
 CanvasCallback = Callable[[int, int, list], None]  # (request index, canvas index, committed tokens)
 # Called after every sampler step with the state and the rows it advanced; may edit the canvas (task-aware modes).
@@ -101,9 +140,9 @@ class Engine:
         if attention not in ("auto", "flashinfer", "sdpa"):
             raise ConfigError(f"attention must be auto, flashinfer or sdpa, got {attention!r}")
         if attention != "sdpa" and (attention == "flashinfer" or lm.model.device.type == "cuda"):
-            from diffreason.backends import flashinfer_attention
+            from diffreason.attention import use_flashinfer
 
-            flashinfer_attention.use_flashinfer(lm.model, force=attention == "flashinfer")
+            use_flashinfer(lm.model, force=attention == "flashinfer")
         elif attention == "sdpa":
             lm.model.set_attn_implementation("sdpa")
         if sampler is None or isinstance(sampler, SamplerConfig):
@@ -197,23 +236,45 @@ class Engine:
 
     @torch.inference_mode()
     def _run(self, batch, request_ids, trace, callback, step_hook, on_canvas=None) -> list[GenerationResult]:
-        lm, model, device, sampler = self.lm, self.lm.model, self.device, self.sampler
-        C, V = lm.canvas_length, lm.vocab_size
-        pad = lm.tokenizer.pad_token_id if lm.tokenizer.pad_token_id is not None else 0
-        eos = lm.tokenizer.eos_token_id
+        """One batch of B prepared requests (`_prepare`), in the stages of transformers' `DiffusionGemma.generate`:
+
+        0. `_start`: the prompts left-padded to [B, P], one generator per request, an empty KV cache;
+        then canvas by canvas (k = 0, 1, ...), over the A rows still generating:
+        1. `_encode`: what the cache lacks — the prompts [A, P], then the last committed canvas [A, C] — into it;
+        2. `_denoise`: a fresh canvas [A, C], constrained by the templates, denoised over the cache until every row
+           has stopped (each step `_denoising_step`);
+        3. `_commit`: the argmax canvas [A, C] to the results and as the cache's next input; rows that are done leave
+           the batch and the cache;
+        4. `_results`: one GenerationResult per request, in batch order.
+        """
         t0 = time.perf_counter()
+        run = self._start(batch, request_ids)
+        for k in range(run.n_canvases):
+            self._encode(run)
+            canvas = self._denoise(run, k, trace, callback, step_hook)
+            if not self._commit(run, canvas, on_canvas):
+                break
+        return self._results(run, time.perf_counter() - t0, trace)
+
+    def _pad_id(self) -> int:
+        pad = self.lm.tokenizer.pad_token_id
+        return pad if pad is not None else 0
+
+    def _start(self, batch, request_ids) -> _Batch:
+        """0. The inputs of B prepared requests: prompt ids left-padded to [B, P] (P: the longest prompt) with their
+        attention [B, P] (False at padding) and positions — shared [1, P] as transformers' without padding, per row
+        [B, P] skipping the pads with it; one generator per request, seeded by it; an empty KV cache."""
+        model, device = self.model, self.device
         B = len(batch)
         lens = torch.tensor([len(b[0]) for b in batch])
         P = int(lens.max())
         padded = bool((lens != P).any())
-        input_ids = torch.full((B, P), pad, dtype=torch.long)
+        input_ids = torch.full((B, P), self._pad_id(), dtype=torch.long)
         attention = torch.zeros((B, P), dtype=torch.bool)
         for i, (ids, *_) in enumerate(batch):
             input_ids[i, P - len(ids) :] = torch.tensor(ids)
             attention[i, P - len(ids) :] = True
         input_ids, attention, lens = input_ids.to(device), attention.to(device), lens.to(device)
-        # Positions: shared arange (as transformers) without padding, per-row positions that skip pads with it.
-        arange_c = torch.arange(C, dtype=torch.int32, device=device)
         if padded:
             enc_pos = (attention.cumsum(-1) - 1).clamp(min=0).to(torch.int32)
         else:
@@ -223,105 +284,149 @@ class Engine:
             g = torch.Generator(device=device)
             g.manual_seed(seed)
             generators.append(g)
+        return _Batch(
+            requests=list(batch),
+            request_ids=request_ids,
+            prompt_lens=lens,
+            prompt_len=P,
+            padded=padded,
+            generators=generators,
+            n_canvases=max(b[3] for b in batch),
+            cache=DynamicCache(config=model.config.get_text_config(decoder=True)),
+            alive=list(range(B)),
+            new_ids=input_ids,
+            attention=attention,
+            enc_pos=enc_pos,
+            out_tokens=[[] for _ in range(B)],
+            steps=[[] for _ in range(B)],
+            early=[[] for _ in range(B)],
+            finished=[False] * B,
+            traces=[[] for _ in range(B)],
+        )
 
-        cache = DynamicCache(config=model.config.get_text_config(decoder=True))
-        alive = list(range(B))  # batch rows still generating
-        new_ids = input_ids
-        out_tokens: list[list[int]] = [[] for _ in range(B)]
-        steps: list[list[int]] = [[] for _ in range(B)]
-        early: list[list[bool]] = [[] for _ in range(B)]
-        finished = [False] * B
-        traces: list[list[StepTrace]] = [[] for _ in range(B)]
-        n_canvases = max(b[3] for b in batch)
+    def _encode(self, run: _Batch) -> None:
+        """1. Encode what the cache lacks — `run.new_ids` [A, L] (the prompts, L = P; later the last committed canvas,
+        L = C) at positions `run.enc_pos` [A or 1, L] — into `run.cache`, causally, under `run.attention`
+        [A, P + k·C] (the cache's positions once these are in; False at prompt padding)."""
+        model = self.model
+        t = self._tick()
+        enc_mask = model.model.encoder.create_masks_for_generate(
+            config=model.config,
+            inputs_embeds=torch.empty(
+                (len(run.alive), run.new_ids.shape[1], 0), dtype=model.dtype, device=self.device
+            ),
+            attention_mask=run.attention,
+            past_key_values=run.cache,
+            position_ids=run.enc_pos,
+        )
+        model.model.encoder(
+            input_ids=run.new_ids, attention_mask=enc_mask, past_key_values=run.cache, position_ids=run.enc_pos
+        )
+        self.stats.encode += self._tock(t)
 
-        for k in range(n_canvases):
-            # a. encode what the cache lacks: the prompt, then each committed canvas
-            t = self._tick()
-            enc_mask = model.model.encoder.create_masks_for_generate(
-                config=model.config,
-                inputs_embeds=torch.empty((len(alive), new_ids.shape[1], 0), dtype=model.dtype, device=device),
-                attention_mask=attention,
-                past_key_values=cache,
-                position_ids=enc_pos,
+    def _denoise(self, run: _Batch, k: int, trace, callback, step_hook) -> _Canvas:
+        """2. Canvas k of the A alive rows: a fresh canvas [A, C] per row, constrained by its template's part on
+        canvas k, its decoder attention [A, P + k·C + C] over [cache; canvas] and positions [A or 1, C]; denoised
+        (`_denoising_step`) until every row has stopped — converged, or out of steps. The cache is only read."""
+        lm, model, device = self.lm, self.model, self.device
+        C, V = lm.canvas_length, lm.vocab_size
+        templates = [
+            (b[1].canvas(k, C) if b[1] is not None else CanvasTemplate.unconstrained(C, V))
+            for b in (run.requests[i] for i in run.alive)
+        ]
+        constraint = CanvasConstraint.from_templates(templates, device=device)
+        state = self.sampler.init_state(
+            len(run.alive), C, V, [run.generators[i] for i in run.alive], constraint, device
+        )
+        attention = torch.nn.functional.pad(run.attention, (0, C), value=True)
+        arange_c = torch.arange(C, dtype=torch.int32, device=device)
+        if run.padded:
+            positions = (run.prompt_lens[run.alive, None] + k * C + arange_c).to(torch.int32)
+        else:
+            positions = (run.prompt_len + k * C + arange_c)[None]
+        mask = model.model.decoder.create_diffusion_decoder_attention_mask(
+            config=model.config,
+            inputs_embeds=state.canvas.unsqueeze(-1),
+            past_key_values=run.cache,
+            decoder_attention_mask=attention,
+        )
+        canvas = _Canvas(index=k, templates=templates, state=state, attention=attention, positions=positions, mask=mask)
+        views: dict[tuple, tuple] = {}  # (cache, mask, positions) of the active rows, while they stay the same
+        while not bool(state.done.all()):
+            self._denoising_step(run, canvas, views, trace, callback, step_hook)
+        return canvas
+
+    def _denoising_step(self, run: _Batch, canvas: _Canvas, views: dict, trace, callback, step_hook) -> None:
+        """2.a One step of the R rows of `canvas` still denoising (R ≤ A): the decoder's logits [R, C, V] over
+        [cache; canvas rows] with the rows' self-conditioning logits, then the sampler's acceptance and re-noising
+        (and `step_hook`) in place on `canvas.state`; traced / reported per row when asked."""
+        state = canvas.state
+        rows = state.active_rows()
+        t = self._tick()
+        step_cache, mask, pos = self._rows_view(
+            views, rows, state.batch_size, run.cache, canvas.mask, canvas.positions
+        )
+        whole = rows.numel() == state.batch_size
+        sc = state.self_conditioning  # None at the first step: the model then uses a zero signal
+        logits = self.model(
+            decoder_input_ids=state.canvas if whole else state.canvas[rows],
+            past_key_values=step_cache,
+            self_conditioning_logits=sc if sc is None or whole else sc[rows],
+            decoder_attention_mask=mask,
+            decoder_position_ids=pos,
+        ).logits
+        self.stats.forward += self._tock(t)
+        t = self._tick()
+        out = self.sampler.step(logits, state, rows)
+        if step_hook is not None:
+            step_hook(state, rows)
+        self.stats.sampler += self._tock(t)
+        self.stats.steps += 1
+        if trace or callback is not None:
+            self._record(
+                state, out, canvas.index, run.alive, run.request_ids, run.traces if trace else None, callback
             )
-            model.model.encoder(input_ids=new_ids, attention_mask=enc_mask, past_key_values=cache, position_ids=enc_pos)
-            self.stats.encode += self._tock(t)
 
-            # b. a fresh canvas per alive row, constrained by its template's part on canvas k
-            rows_batch = [batch[i] for i in alive]
-            templates = [
-                (b[1].canvas(k, C) if b[1] is not None else CanvasTemplate.unconstrained(C, V)) for b in rows_batch
-            ]
-            constraint = CanvasConstraint.from_templates(templates, device=device)
-            state = sampler.init_state(len(alive), C, V, [generators[i] for i in alive], constraint, device)
-            dec_attention = torch.nn.functional.pad(attention, (0, C), value=True)
-            dec_pos = (
-                (lens[alive, None] + k * C + arange_c).to(torch.int32) if padded else (P + k * C + arange_c)[None]
-            )
-            full_mask = model.model.decoder.create_diffusion_decoder_attention_mask(
-                config=model.config,
-                inputs_embeds=state.canvas.unsqueeze(-1),
-                past_key_values=cache,
-                decoder_attention_mask=dec_attention,
-            )
-            views: dict[tuple, tuple] = {}
+    def _commit(self, run: _Batch, canvas: _Canvas, on_canvas: CanvasCallback | None) -> bool:
+        """3. Commit canvas k: the argmax canvas [A, C] — each slot as the best complete path of its automaton — with,
+        as transformers does, the tokens after EOS turned into pad, appended to each row's results (`on_canvas` told).
+        Rows that are done (an EOS, or all their canvases) leave the batch and the cache; the others' committed
+        canvases [A', C] become what the cache lacks (`_encode` next). False when no canvas follows."""
+        device, eos, pad = self.device, self.lm.tokenizer.eos_token_id, self._pad_id()
+        state, k = canvas.state, canvas.index
+        committed = self.sampler.commit(state, canvas.templates)
+        is_eos = committed == eos if eos is not None else torch.zeros_like(committed, dtype=torch.bool)
+        eos_seen = is_eos.cumsum(-1)
+        after_eos = (eos_seen > 0) & ~((eos_seen == 1) & is_eos)
+        committed = committed.masked_fill(after_eos, pad)
+        has_eos = is_eos.any(-1).tolist()
+        for j, i in enumerate(run.alive):
+            run.out_tokens[i].extend(committed[j].tolist())
+            run.steps[i].append(int(state.steps_taken[j]))
+            run.early[i].append(bool(state.stopped_early[j]))
+            run.finished[i] = has_eos[j]
+            if on_canvas is not None:
+                on_canvas(run.request_ids[i], k, committed[j].tolist())
 
-            # c. denoise until every row of the canvas has stopped
-            while not bool(state.done.all()):
-                rows = state.active_rows()
-                t = self._tick()
-                step_cache, mask, pos = self._rows_view(views, rows, state.batch_size, cache, full_mask, dec_pos)
-                whole = rows.numel() == state.batch_size
-                sc = state.self_conditioning  # None at the first step: the model then uses a zero signal
-                logits = model(
-                    decoder_input_ids=state.canvas if whole else state.canvas[rows],
-                    past_key_values=step_cache,
-                    self_conditioning_logits=sc if sc is None or whole else sc[rows],
-                    decoder_attention_mask=mask,
-                    decoder_position_ids=pos,
-                ).logits
-                self.stats.forward += self._tock(t)
-                t = self._tick()
-                out = sampler.step(logits, state, rows)
-                if step_hook is not None:
-                    step_hook(state, rows)
-                self.stats.sampler += self._tock(t)
-                self.stats.steps += 1
-                if trace or callback is not None:
-                    self._record(state, out, k, alive, request_ids, traces if trace else None, callback)
+        keep = [j for j, i in enumerate(run.alive) if not run.finished[i] and k + 1 < run.requests[i][3]]
+        if not keep or k + 1 == run.n_canvases:
+            return False
+        if len(keep) < len(run.alive):
+            run.cache.batch_select_indices(torch.tensor(keep, device=device))
+        keep_t = torch.tensor(keep, device=device)
+        run.alive = [run.alive[j] for j in keep]
+        run.new_ids = committed[keep_t]
+        run.attention = canvas.attention[keep_t]
+        run.enc_pos = canvas.positions[keep_t] if run.padded else canvas.positions
+        return True
 
-            # d. commit the argmax canvas — each slot as the best complete path of its automaton — and, as
-            # transformers does, turn the tokens after EOS into pad
-            committed = sampler.commit(state, templates)
-            is_eos = committed == eos if eos is not None else torch.zeros_like(committed, dtype=torch.bool)
-            eos_seen = is_eos.cumsum(-1)
-            after_eos = (eos_seen > 0) & ~((eos_seen == 1) & is_eos)
-            committed = committed.masked_fill(after_eos, pad)
-            has_eos = is_eos.any(-1).tolist()
-            for j, i in enumerate(alive):
-                out_tokens[i].extend(committed[j].tolist())
-                steps[i].append(int(state.steps_taken[j]))
-                early[i].append(bool(state.stopped_early[j]))
-                finished[i] = has_eos[j]
-                if on_canvas is not None:
-                    on_canvas(request_ids[i], k, committed[j].tolist())
-
-            # e. requests that are done leave the batch and the cache
-            keep = [j for j, i in enumerate(alive) if not finished[i] and k + 1 < batch[i][3]]
-            if not keep or k + 1 == n_canvases:
-                break
-            if len(keep) < len(alive):
-                cache.batch_select_indices(torch.tensor(keep, device=device))
-            keep_t = torch.tensor(keep, device=device)
-            alive = [alive[j] for j in keep]
-            new_ids = committed[keep_t]
-            attention = dec_attention[keep_t]
-            enc_pos = dec_pos[keep_t] if padded else dec_pos
-
-        seconds = time.perf_counter() - t0
+    def _results(self, run: _Batch, seconds: float, trace: bool) -> list[GenerationResult]:
+        """4. One result per request of the batch, in batch order: its committed tokens up to the first EOS, decoded,
+        beside the raw canvases (pad after EOS) and the steps each canvas took."""
+        eos = self.lm.tokenizer.eos_token_id
         results = []
-        for i, (ids, *_rest) in enumerate(batch):
-            raw = out_tokens[i]
+        for i, (ids, *_rest) in enumerate(run.requests):
+            raw = run.out_tokens[i]
             cut = raw.index(eos) if eos is not None and eos in raw else len(raw)
             tokens = raw[:cut]
             results.append(
@@ -329,12 +434,12 @@ class Engine:
                     prompt_ids=list(ids),
                     tokens=tokens,
                     raw_tokens=raw,
-                    text=lm.tokenizer.decode(tokens, skip_special_tokens=True),
-                    steps=steps[i],
-                    stopped_early=early[i],
-                    finished=finished[i],
+                    text=self.lm.tokenizer.decode(tokens, skip_special_tokens=True),
+                    steps=run.steps[i],
+                    stopped_early=run.early[i],
+                    finished=run.finished[i],
                     seconds=seconds,
-                    trace=traces[i] if trace else None,
+                    trace=run.traces[i] if trace else None,
                 )
             )
         return results

@@ -45,6 +45,12 @@ PRESETS: dict[str, dict[str, Any]] = {
     ),
 }
 
+# The checkpoints shipped inside the package (package data: diffreason/weights/**), the defaults of the command line,
+# the SGLang frontend and the GPU checks.
+WEIGHTS_DIR = Path(__file__).parent / "weights"
+EMBEDDED_SUDOKU = WEIGHTS_DIR / "sudoku-base"  # the Sudoku solver (tasks/sudoku.py's cell-aware vocabulary)
+EMBEDDED_JSON = WEIGHTS_DIR / "json-small"  # the JSON model (tasks/json_corpus.py's byte-level BPE)
+
 # DiffusionGemma requires a vision tower config; ours is the smallest Gemma 4 vision config that builds.
 TINY_VISION = dict(
     model_type="gemma4_vision", hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=2,

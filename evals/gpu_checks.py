@@ -59,8 +59,7 @@ def engine_sudoku() -> bool:
     section("engine on CUDA: Sudoku, embedded model")
     import torch
 
-    from diffreason.cli import EMBEDDED_SUDOKU
-    from diffreason.model import load_model
+    from diffreason.model import EMBEDDED_SUDOKU, load_model
     from diffreason.tasks import sudoku
 
     lm = load_model(EMBEDDED_SUDOKU)
@@ -147,7 +146,7 @@ def main() -> int:
     print(torch.cuda.get_device_name(0))
     results = {"tests": run_tests(), "engine": engine_sudoku()}
     if not args.skip_server:
-        from diffreason.cli import EMBEDDED_JSON
+        from diffreason.model import EMBEDDED_JSON
 
         results["server"] = server(args.model or EMBEDDED_JSON)
     section("summary")

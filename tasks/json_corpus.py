@@ -13,6 +13,8 @@ from __future__ import annotations
 import hashlib
 import json
 import random
+import re
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +33,30 @@ MODEL_PRESET = dict(
 
 def is_heldout(name: str) -> bool:
     return int(hashlib.sha1(name.encode()).hexdigest(), 16) % 10 == 0
+
+
+def collection_of(name: str) -> str:
+    """The jsonschemabench collection a schema file belongs to, read off its name ("Github_easy---o12345.json" ->
+    "Github_easy")."""
+    return re.sub(r"(_\d+|---.*|_[0-9a-f]{8,}.*)$", "", Path(name).stem)
+
+
+def sample_schema_files(schemas_dir: str | Path, limit: int = 0, collections: Iterable[str] = (),
+                        heldout: bool = False) -> list[Path]:
+    """The schema files (*.json) of a jsonschemabench-style directory to evaluate, in a stable pseudo-random order
+    (by file-name hash): only the named `collections` (none named: all), only held-out schemas with `heldout`, and at
+    most `limit` per collection (0: all) — a sample, not the first files."""
+    wanted = set(collections)
+    files, counts = [], {}
+    order = sorted(Path(schemas_dir).glob("*.json"), key=lambda f: hashlib.sha1(f.name.encode()).hexdigest())
+    for f in order:
+        c = collection_of(f.name)
+        skip = (wanted and c not in wanted) or (heldout and not is_heldout(f.name))
+        if skip or (limit and counts.get(c, 0) >= limit):
+            continue
+        counts[c] = counts.get(c, 0) + 1
+        files.append(f)
+    return files
 
 
 def prompt_of(schema: dict) -> str:

@@ -20,8 +20,10 @@ from __future__ import annotations
 import functools
 import random
 import re
+import sys
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -145,6 +147,45 @@ def _entry(line: int, text: str) -> PuzzleEntry:
         return PuzzleEntry(line, text, error=str(exc))
 
 
+def read_puzzle_input(puzzle: str | None, file: Path | None) -> tuple[list[PuzzleEntry], str | None]:
+    """(the puzzles given, where they come from: the file's name, 'stdin', or None for `puzzle`) — the command line's
+    PUZZLE argument, its --file, or else stdin (the messages name them so).
+
+    A malformed `puzzle`, or a source with no puzzle at all, is a DiffreasonError; a file's bad puzzles are entries
+    with an error (`read_puzzles`), so that its good ones are still answered.
+    """
+    if puzzle is not None and file is not None:
+        raise DiffreasonError("give a PUZZLE or --file, not both")
+    if puzzle is not None:
+        return [PuzzleEntry(1, puzzle.strip(), cells=parse(puzzle))], None
+    if file is not None:
+        source = str(file)
+        if not file.exists():
+            raise DiffreasonError(f"--file {source!r} does not exist")
+        if file.is_dir():
+            raise DiffreasonError(f"--file {source!r} is a directory; give a file of puzzles")
+        try:
+            data = file.read_bytes()
+        except OSError as exc:
+            raise DiffreasonError(f"cannot read --file {source!r}: {exc.strerror or exc}") from None
+    else:
+        source, stdin = "stdin", sys.stdin
+        try:
+            interactive = stdin is not None and stdin.isatty()
+        except ValueError:  # closed
+            stdin = None
+        if stdin is None or interactive:
+            closed = " (stdin is closed)" if stdin is None else ""
+            raise DiffreasonError(f"no puzzle: give PUZZLE, --file F (one per line) or puzzles on stdin{closed}")
+        data = stdin.buffer.read() if hasattr(stdin, "buffer") else stdin.read()
+    if isinstance(data, bytes) and b"\0" in data:
+        raise DiffreasonError(f"{source} is not a text file of puzzles (it holds NUL bytes)")
+    entries = read_puzzles(data)
+    if not entries:
+        raise DiffreasonError(f"no puzzle found in {source}" + ("" if data.strip() else ": it is empty"))
+    return entries, source
+
+
 def to_string(cells: Sequence[int]) -> str:
     return "".join(str(c) if c else "." for c in cells)
 
@@ -253,6 +294,23 @@ def solve_exact(cells: Sequence[int], limit: int = 2, rng: random.Random | None 
     return solutions, stats
 
 
+# Search nodes per puzzle before `solve sudoku` trusts the model alone (real puzzles need a few thousand).
+EXACT_SOLVER_NODES = 200_000
+
+
+def count_solutions(entries: Sequence[PuzzleEntry], max_nodes: int = EXACT_SOLVER_NODES) -> dict[int, int | None]:
+    """Entry index -> its solutions by the exact solver (0, 1, or 2 for several; None when the search was cut short),
+    for the readable entries; one with none gets its error here, so that no model time goes to it."""
+    counts: dict[int, int | None] = {}
+    for i, e in enumerate(entries):
+        if e.cells is not None:
+            solutions, stats = solve_exact(e.cells, limit=2, max_nodes=max_nodes)
+            counts[i] = len(solutions) if stats.complete or solutions else None
+            if counts[i] == 0:
+                e.error = "puzzle has no solution (no two givens conflict, but no grid completes them)"
+    return counts
+
+
 def solution_count(cells: Sequence[int], limit: int = 2) -> int:
     return len(solve_exact(cells, limit)[0])
 
@@ -343,6 +401,11 @@ def free_token(cell: int, digit: int) -> int:
 
 def given_token(cell: int, digit: int) -> int:
     return GIVEN_BASE + 9 * cell + digit - 1
+
+
+def token_digit(token: int) -> int:
+    """The digit 1-9 a cell token holds, free or given alike (GIVEN_BASE - FREE_BASE is a multiple of 9)."""
+    return (token - FREE_BASE) % 9 + 1
 
 
 def make_tokenizer() -> PreTrainedTokenizerFast:

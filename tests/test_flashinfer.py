@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from diffreason import Engine, GenerationRequest, build_model
-from diffreason.backends import flashinfer_attention as fa
+from diffreason import attention as fa
 
 cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 

@@ -9,7 +9,7 @@ from typing import Literal
 import jsonschema
 from pydantic import BaseModel
 
-from diffreason.cli import EMBEDDED_JSON
+from diffreason.model import EMBEDDED_JSON
 
 
 def test_embedded_json_model_is_a_small_diffusiongemma_checkpoint():
@@ -75,3 +75,22 @@ def test_train_json_continues_from_the_embedded_model_and_resumes(tmp_path):
     assert p.returncode == 0, p.stderr
     assert "resuming from step 2" in p.stderr
     assert [json.loads(line)["step"] for line in (run / "log.jsonl").read_text().splitlines()] == [1, 2, 3]
+
+
+def test_schema_files_sampled_per_collection_in_a_stable_order(tmp_path):
+    """What `eval json` evaluates: at most --limit files per collection, by file-name hash (not the first names),
+    only the named collections, only held-out schemas with --heldout."""
+    from diffreason.tasks.json_corpus import collection_of, is_heldout, sample_schema_files
+
+    names = [f"Github_easy---o{i}.json" for i in range(30)] + [f"BFCL_java_{i}.json" for i in range(30)]
+    for name in names:
+        (tmp_path / name).write_text("{}")
+    assert collection_of("Github_easy---o12.json") == "Github_easy"
+    assert collection_of("BFCL_java_3.json") == "BFCL_java"
+    everything = sample_schema_files(tmp_path)
+    assert sorted(f.name for f in everything) == sorted(names) and everything == sample_schema_files(tmp_path)
+    two = sample_schema_files(tmp_path, limit=2)
+    assert [collection_of(f.name) for f in two].count("BFCL_java") == 2 and len(two) == 4
+    assert two == [f for f in everything if f in two]  # the first two of each collection in the hash order
+    assert {collection_of(f.name) for f in sample_schema_files(tmp_path, collections=["BFCL_java"])} == {"BFCL_java"}
+    assert {f.name for f in sample_schema_files(tmp_path, heldout=True)} == {n for n in names if is_heldout(n)}

@@ -414,7 +414,7 @@ def test_cli_eval_writes_json_markdown_and_png(sudoku_checkpoint, sudoku_lm, tmp
 
 def test_embedded_checkpoint_is_a_small_diffusiongemma_that_solves_easy_puzzles():
     from diffreason import load_model
-    from diffreason.cli import EMBEDDED_SUDOKU
+    from diffreason.model import EMBEDDED_SUDOKU
 
     files = list(EMBEDDED_SUDOKU.iterdir())
     assert {"config.json", "generation_config.json", "model.safetensors", "tokenizer.json"} <= {f.name for f in files}
@@ -568,3 +568,23 @@ def test_token_layout_constant_matches_the_special_tokens():
     from diffreason.tokenizer import SPECIAL_TOKENS
 
     assert S.N_SPECIAL == len(SPECIAL_TOKENS) and len(S.make_tokenizer()) == S.VOCAB_SIZE
+
+
+def test_puzzle_input_token_digits_and_solution_counts_are_library_functions(tmp_path, monkeypatch):
+    """What `solve sudoku` calls: the PUZZLE argument, --file or stdin read into entries; the exact solver's count per
+    entry (an unsolvable one gets its error); a cell token's digit, free or given."""
+    puzzle = S.generate("easy", 0)
+    entries, source = S.read_puzzle_input(S.to_string(puzzle.puzzle), None)
+    assert source is None and entries[0].cells == list(puzzle.puzzle)
+    f = tmp_path / "p.txt"
+    f.write_text("# two\n" + S.to_string(puzzle.puzzle) + "\n12x\n")
+    entries, source = S.read_puzzle_input(None, f)
+    assert source == str(f) and [e.line for e in entries] == [2, 3] and entries[1].error is not None
+    assert S.count_solutions(entries) == {0: 1}
+    with pytest.raises(S.DiffreasonError, match="give a PUZZLE or --file, not both"):
+        S.read_puzzle_input("1", f)
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(b"\n")))
+    with pytest.raises(S.DiffreasonError, match="no puzzle found in stdin: it is empty"):
+        S.read_puzzle_input(None, None)
+    assert [S.token_digit(S.free_token(5, d)) for d in range(1, 10)] == list(range(1, 10))
+    assert [S.token_digit(S.given_token(80, d)) for d in range(1, 10)] == list(range(1, 10))

@@ -2,17 +2,18 @@
 # The script the third GPU session ran (evals/reports/gpu_session3/): two Sudoku trainings side by side on the one
 # GPU, both from the then-embedded sudoku-base (commit 72eab75's weights; A's result has replaced them since) under
 # bfloat16 autocast — (A) the same 6 layers, (B) deepened to 9 layers (`--grow-to 9`: the added layers start as
-# identities) — to see whether depth or more steps moves the hard tier. `MIN=M bash evals/gpu_session.sh` on a still
+# identities) — to see whether depth or more steps moves the hard tier. `MIN=M bash scripts/gpu_session.sh` on a still
 # warm machine resumes both runs with an M-minute budget in all.
-# The device machine has torch but neither this package's pins nor network. Earlier sessions' scripts: this file at
-# commits e5329f3 (first: GPU checks, training from scratch, JSON) and 72eab75 (second: GPU checks + FlashInfer).
+# The device machine has torch but neither this package's pins nor network. Earlier sessions' scripts: this file (then
+# evals/gpu_session.sh) at commits e5329f3 (first: GPU checks, training from scratch, JSON) and 72eab75 (second: GPU
+# checks + FlashInfer).
 #
 # Prepare the carried folder .whl/ (git-ignored) here first:
 #   pip download --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
 #     --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 -d .whl \
 #     transformers==5.19.0 pydantic==2.13.5 pydantic-core==2.46.5 annotated-types typing-inspection
-# Then run `bash evals/gpu_session.sh` on the device with .whl carried; results land in $OUT (bfloat16 weights: the
-# shipped form, and what fits the 64 MiB that comes back).
+# Then run `bash scripts/gpu_session.sh` from the repository root on the device with .whl carried; results land in
+# $OUT (bfloat16 weights: the shipped form, and what fits the 64 MiB that comes back).
 T0=$(date +%s)
 el() { echo "[$(( $(date +%s) - T0 ))s] $*"; }
 export PYTHONUNBUFFERED=1 TERM=dumb COLUMNS=120
