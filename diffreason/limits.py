@@ -126,7 +126,7 @@ def _has_patterns(schema: Any) -> bool:
 def _verdict(schema: Any, value: Any) -> tuple[str, str, str] | None:
     import jsonschema
 
-    from diffreason.tasks.json_drafts import validator
+    from diffreason.tasks.json_schema.load import validator
 
     error = jsonschema.exceptions.best_match(validator(schema).iter_errors(value))
     if error is None:

@@ -44,7 +44,7 @@ def constraint_template(
     memory (None: unbounded): past those, one DiffreasonError.
     """
     from diffreason.errors import TemplateError
-    from diffreason.tasks.json_load import load_schema
+    from diffreason.tasks.json_schema.load import load_schema
     from diffreason.tasks.json_schema import Budget, compile_schema
 
     if regex is not None and json_schema is not None:
@@ -80,7 +80,7 @@ def generate(
     seed: int = 0,
     sampler: SamplerConfig | None = None,
 ) -> tuple[Any, GenerationResult]:
-    from diffreason.tasks.json_load import load_schema
+    from diffreason.tasks.json_schema.load import load_schema
 
     lm = model if isinstance(model, DiffusionLM) else load_model(model)
     template, compiled = constraint_template(lm.tokenizer, lm.canvas_length, json_schema=load_schema(schema_or_model))

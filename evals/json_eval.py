@@ -25,7 +25,7 @@ import torch
 
 from diffreason.errors import DiffreasonError
 from diffreason.limits import ValidationTimeout, validate_json
-from diffreason.tasks.json_load import parse_json_text
+from diffreason.tasks.json_schema.load import parse_json_text
 from diffreason.tasks.json_schema import SchemaError, compile_schema
 
 

@@ -45,7 +45,7 @@ def fingerprint(schema, tokenizer, cpu_seconds: float) -> str:
 
 
 def run(files: list[Path], cpu_seconds: float, progress=None) -> dict[str, str]:
-    from diffreason.tasks.json_load import parse_json_text
+    from diffreason.tasks.json_schema.load import parse_json_text
     from diffreason.tokenizer import train_byte_bpe
 
     tokenizer = train_byte_bpe()

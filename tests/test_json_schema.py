@@ -1164,7 +1164,7 @@ def test_rust_metaschema_verdict_is_jsonschemas():
     import random
     from pathlib import Path
 
-    from diffreason.tasks.json_schema import _metaschema_accepts
+    from diffreason.tasks.json_schema.load import metaschema_accepts
 
     d4, d7 = (f"http://json-schema.org/draft-0{n}/schema#" for n in (4, 7))
     schemas = [{"type": "object", "properties": {"a": {"$ref": "#/$defs/a"}}, "$defs": {"a": {"minItems": 2}}},
@@ -1191,7 +1191,7 @@ def test_rust_metaschema_verdict_is_jsonschemas():
         schemas += [schema, nodes[0]]
     drafts = [jsonschema.validators.validator_for(s, default=jsonschema.Draft202012Validator) for s in schemas]
     verdicts = [cls(cls.META_SCHEMA).is_valid(s) for cls, s in zip(drafts, schemas)]
-    assert [_metaschema_accepts(cls, s) for cls, s in zip(drafts, schemas)] == verdicts
+    assert [metaschema_accepts(cls, s) for cls, s in zip(drafts, schemas)] == verdicts
     assert 0 < sum(verdicts) < len(verdicts)  # both kinds were checked
     assert {cls.__name__ for cls in drafts} >= {"Draft4Validator", "Draft7Validator", "Draft202012Validator"}
 
@@ -1214,9 +1214,9 @@ def test_metaschema_check_of_what_jsonschema_rs_cannot_read():
 
 def _value_language(schema):
     """The character automaton of a value's slot (intersections and complements included)."""
-    from diffreason.tasks.json_schema import Budget, _Compiler
+    from diffreason.tasks.json_schema import Budget, SchemaCompiler
 
-    compiler = _Compiler(schema, TOK, Budget())
+    compiler = SchemaCompiler(schema, TOK, Budget())
     regex, _ = compiler.value_regex(schema, "")
     return compiler.constraints.char_fsm(regex, tuple((mark, parts) for parts, mark in compiler.intersections.items()))
 
@@ -1614,7 +1614,7 @@ def test_if_then_else_under_not_is_negated_whole():
 
 
 def test_a_schema_is_data_never_a_path(tmp_path):
-    from diffreason.tasks.json_load import load_schema, load_schema_file
+    from diffreason.tasks.json_schema.load import load_schema, load_schema_file
 
     secret = tmp_path / "config.json"
     secret.write_text('{"minimum": "sk-LIVE-123"}')
@@ -1640,7 +1640,7 @@ def test_a_schema_is_data_never_a_path(tmp_path):
     (b'[1, 2]', "must be a JSON object or a boolean"),
 ])
 def test_bad_schema_files_are_one_clear_error(tmp_path, data, message):
-    from diffreason.tasks.json_load import load_schema_file
+    from diffreason.tasks.json_schema.load import load_schema_file
 
     path = tmp_path / "schema.json"
     path.write_bytes(data)

@@ -1,0 +1,106 @@
+"""`SchemaCompiler`: the compiler of one schema, its parts combined; `compile_document`: one compile, bounded.
+
+Each concern is a mixin in its own module, all sharing `CompilerState` (base.py):
+
+    rewrite.py     RewriteMixin      $ref, if / then / else, allOf merges, dependentSchemas, anyOf / oneOf siblings
+    negation.py    NegationMixin     `not` folded in; oneOf branches made to exclude each other
+    values.py      ValuesMixin       regexes of scalars and finite sets; the keyword checks per type
+    containers.py  ContainersMixin   regexes of arrays and objects; which items and members are written
+    layout.py      LayoutMixin       the template: scaffold, slots, fixed choices
+
+keywords.py lists every keyword and the method that reads it; this module checks, on import, that those exist.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass
+from typing import Any
+
+from diffreason import limits
+from diffreason.canvas import CanvasTemplate
+from diffreason.constrain.dfa import paused_gc
+from diffreason.errors import DiffreasonError, SchemaError
+from diffreason.tasks.json_schema.base import Budget, CompilerState
+from diffreason.tasks.json_schema.containers import ContainersMixin
+from diffreason.tasks.json_schema.keywords import KEYWORDS, VALUE_REGEXES
+from diffreason.tasks.json_schema.layout import LayoutMixin, end_of_sequence, random_filling
+from diffreason.tasks.json_schema.load import check_schema, to_2020_12, validator
+from diffreason.tasks.json_schema.negation import NegationMixin
+from diffreason.tasks.json_schema.rewrite import RewriteMixin
+from diffreason.tasks.json_schema.values import ValuesMixin
+
+
+class SchemaCompiler(LayoutMixin, ContainersMixin, ValuesMixin, NegationMixin, RewriteMixin, CompilerState):
+    """One schema (2020-12, inside its root document) → a canvas template: `document(schema, end)`, or
+    `template(schema)` for a value's parts. Holds the state of that one compile (see CompilerState)."""
+
+
+def _check_keyword_table() -> None:
+    """Every method keywords.KEYWORDS and VALUE_REGEXES name exists (a row added without its method fails here)."""
+    names = {*VALUE_REGEXES.values()}
+    for row in KEYWORDS.values():
+        names.update(row.read_by)
+        names.update(n for n in (row.merge, row.negate) if n)
+    missing = sorted(n for n in names if not callable(getattr(SchemaCompiler, n, None)))
+    if missing:
+        raise ImportError(f"keywords.KEYWORDS names methods SchemaCompiler lacks: {', '.join(missing)}")
+
+
+_check_keyword_table()
+
+
+@dataclass
+class CompiledSchema:
+    schema: dict
+    template: CanvasTemplate
+    # Where the template fixes a choice the schema leaves open (a member always written, an array length, one
+    # anyOf branch) because the open choice was too complex for one slot. Outputs still always validate.
+    fixed: tuple[str, ...] = ()
+
+    def random_filling(self, generator) -> list[int]:
+        """A filling of the template as the engine commits one, from random logits (for property tests)."""
+        return random_filling(self.template, generator)
+
+    def validate(self, value: Any) -> None:
+        """Raise jsonschema.ValidationError unless `value` validates (formats checked, as far as jsonschema can)."""
+        import jsonschema
+
+        error = jsonschema.exceptions.best_match(validator(self.schema).iter_errors(value))
+        if error is not None:
+            raise error
+
+
+def compile_document(schema: dict | bool, tokenizer, budget: Budget, max_depth: int, cpu_seconds: float | None,
+                     memory_bytes: int | None) -> CompiledSchema:
+    """One compile of a loaded schema (see `compile_schema`), within its CPU / memory budget, every failure a
+    SchemaError (a malformed schema says where it is malformed; a too deep one says so)."""
+
+    def build() -> CompiledSchema:
+        end = end_of_sequence(tokenizer)
+        try:
+            translation = to_2020_12(schema)  # (keywords read as the schema's draft defines them)
+            compiler = SchemaCompiler(translation.document, tokenizer, budget, max_depth, translation.names)
+            template = compiler.document(translation.schema, end)
+        except DiffreasonError:
+            raise
+        except Exception:  # a malformed schema (a string where a number goes): say where, not how it broke
+            check_schema(schema)
+            raise
+        # checked after the compiler's own errors, which say more about what it cannot do
+        check_schema(schema)
+        return CompiledSchema(copy.deepcopy(schema), template, tuple(compiler.fixed))
+
+    too_deep = SchemaError("the schema nests too deeply for the compiler (Python's recursion limit)")
+    try:
+        # (no garbage collection inside: what a compile builds it mostly keeps — templates, cached automata)
+        with paused_gc(), limits.cpu_budget(cpu_seconds, memory_bytes, "compiling the schema"):
+            return build()
+    except limits.BudgetExceeded as exc:
+        raise SchemaError(f"compile budget exceeded: {exc}") from None
+    except RecursionError:
+        raise too_deep from None
+    except BaseException as exc:  # a Rust extension (jsonschema's rpds) panics when Python's stack runs out
+        if type(exc).__name__ == "PanicException" and "RecursionError" in str(exc):
+            raise too_deep from None
+        raise
