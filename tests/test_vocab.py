@@ -95,8 +95,7 @@ def test_solve_sudoku_with_a_checkpoint_padded_past_the_sudoku_vocabulary(tmp_pa
 
     from transformers import DiffusionGemmaForBlockDiffusion
 
-    from diffreason.model import EMBEDDED_SUDOKU
-    from diffreason.model import DiffusionLM, load_model, save_model
+    from diffreason.model import EMBEDDED_SUDOKU, DiffusionLM, load_model, save_model
     from diffreason.tasks import sudoku
 
     base = load_model(EMBEDDED_SUDOKU)
