@@ -39,7 +39,7 @@ def main(
                                         "schema in --schemas (how compile time grows with the vocabulary)"),
 ) -> None:
     from diffreason.errors import DiffreasonError
-    from diffreason.evals.json_eval import collection_of
+    from diffreason.tasks.json_corpus import collection_of
     from diffreason.tasks.json_schema import clear_compile_caches, compile_schema
     from diffreason.tokenizer import train_byte_bpe
 

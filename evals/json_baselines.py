@@ -23,7 +23,7 @@ import shlex
 import sys
 from pathlib import Path
 
-from diffreason.evals.json_eval import collection_of
+from diffreason.tasks.json_corpus import collection_of
 
 
 def _xgrammar(schema, tests: list) -> dict:

@@ -25,12 +25,9 @@ import torch
 
 from diffreason.errors import DiffreasonError
 from diffreason.limits import ValidationTimeout, validate_json
-from diffreason.tasks.json_schema.load import parse_json_text
+from diffreason.tasks.json_corpus import collection_of
 from diffreason.tasks.json_schema import SchemaError, compile_schema
-
-
-def collection_of(name: str) -> str:
-    return re.sub(r"(_\d+|---.*|_[0-9a-f]{8,}.*)$", "", Path(name).stem)
+from diffreason.tasks.json_schema.load import parse_json_text
 
 
 def _leaves(value, path: str = ""):
