@@ -8,7 +8,7 @@ Each concern is a mixin in its own module, all sharing `CompilerState` (base.py)
     containers.py  ContainersMixin   regexes of arrays and objects; which items and members are written
     layout.py      LayoutMixin       the template: scaffold, slots, fixed choices
 
-keywords.py lists every keyword and the method that reads it; this module checks, on import, that those exist.
+keywords.py lists every keyword and the methods that read it (tests/test_json_schema_layers.py checks they exist).
 """
 
 from __future__ import annotations
@@ -23,7 +23,6 @@ from diffreason.constrain.dfa import paused_gc
 from diffreason.errors import DiffreasonError, SchemaError
 from diffreason.tasks.json_schema.base import Budget, CompilerState
 from diffreason.tasks.json_schema.containers import ContainersMixin
-from diffreason.tasks.json_schema.keywords import KEYWORDS, VALUE_REGEXES
 from diffreason.tasks.json_schema.layout import LayoutMixin, end_of_sequence, random_filling
 from diffreason.tasks.json_schema.load import check_schema, to_2020_12, validator
 from diffreason.tasks.json_schema.negation import NegationMixin
@@ -34,20 +33,6 @@ from diffreason.tasks.json_schema.values import ValuesMixin
 class SchemaCompiler(LayoutMixin, ContainersMixin, ValuesMixin, NegationMixin, RewriteMixin, CompilerState):
     """One schema (2020-12, inside its root document) → a canvas template: `document(schema, end)`, or
     `template(schema)` for a value's parts. Holds the state of that one compile (see CompilerState)."""
-
-
-def _check_keyword_table() -> None:
-    """Every method keywords.KEYWORDS and VALUE_REGEXES name exists (a row added without its method fails here)."""
-    names = {*VALUE_REGEXES.values()}
-    for row in KEYWORDS.values():
-        names.update(row.read_by)
-        names.update(n for n in (row.merge, row.negate) if n)
-    missing = sorted(n for n in names if not callable(getattr(SchemaCompiler, n, None)))
-    if missing:
-        raise ImportError(f"keywords.KEYWORDS names methods SchemaCompiler lacks: {', '.join(missing)}")
-
-
-_check_keyword_table()
 
 
 @dataclass

@@ -6,18 +6,21 @@ Where do I add a keyword? Here, one row of `KEYWORDS`, then the methods the row 
    passes every number); empty for a keyword that constrains every value (`type`, `enum`, `not`, ...).
 2. `writes`: the types whose values the compiler writes with the keyword honoured. Until a type is listed, a schema
    using the keyword on that type is refused ("unsupported keyword 'x' for type 'y'", `ValuesMixin.check_keywords`),
-   never written wrong. Read it in `read_by`: the method that writes values of that type (`VALUE_REGEXES`, in
-   values.py for scalars, containers.py for arrays and objects; layout.py where a scaffold is built).
+   never written wrong. Read it in the method that writes values of that type (`VALUE_REGEXES`: values.py for
+   scalars, containers.py for arrays and objects; layout.py where a scaffold is built), and name that method in
+   `read_by`.
 3. `merge` (optional): a `RewriteMixin` method (rewrite.py) that merges two different values of the keyword in allOf
-   parts into one: `merge_x(out, key, mine, value, path)`. Without one, equal values merge and different ones are an
-   error ("unsupported keyword 'x' with different values in 'allOf' parts").
+   parts into one: `merge_x(out, key, mine, value, path)` writes what both accept into `out` and returns True (False
+   where it has no merge of the two). Without one, equal values merge and different ones are an error ("unsupported
+   keyword 'x' with different values in 'allOf' parts").
 4. `negate` (optional): a `NegationMixin` method (negation.py) that lists the ways to fail the keyword, each a
-   restriction of the rest of the schema, for a folded `not`: `negate_x(rest, neg, key, path, seen)`. Without one,
+   restriction of the rest of the schema, for a folded `not`: `negate_x(rest, neg, key, path, seen)` returns (the
+   restrictions, None for one that leaves no value; whether they are every way to fail it). Without one,
    `not` of the keyword is an error ("unsupported keyword 'not' (of x)"). Its place in NEGATION_ORDER says when it is
    tried (the ways that keep most values first).
 
 A keyword that is rewritten away before values are written (`$ref`, allOf, if / then / else, `not`) writes no type:
-`read_by` names the rewriting method. compiler.py checks, when it is imported, that every method named here exists.
+`read_by` names the rewriting method. tests/test_json_schema_layers.py checks that every method named here exists.
 A key that is in no row (an annotation, a vendor extension, a typo) is ignored, as validators ignore it.
 """
 
