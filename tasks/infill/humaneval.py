@@ -1,0 +1,111 @@
+"""HumanEval-infilling: load the task files and check a completion by running prompt + completion + suffix + the
+tests in the sandbox.
+
+The data (openai/human-eval-infilling, MIT; ../shared/humaneval_infilling/README.md): JSONL (optionally gzipped), one
+task per line with task_id, entry_point, prompt (the code before the hole), suffix (the code after it),
+canonical_solution (the reference infill) and test (a `check(candidate)` function). A completion passes when
+
+    prompt + completion + suffix + "\\n" + test + "\\ncheck(" + entry_point + ")"
+
+runs without error — the same program as human-eval-infilling's `check_correctness`, but run by
+`diffreason.sandbox.run_python` (a separate process with OS-level limits and isolation) instead of a multiprocessing
+child guarded in-process.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from diffreason.sandbox import Limits, SandboxResult, run_python
+
+FIELDS = ("task_id", "entry_point", "prompt", "suffix", "canonical_solution", "test")
+# the repository's sibling shared/ folder (as laid next to a checkout and in CI)
+SHARED_DIR = Path(__file__).resolve().parents[2].parent / "shared" / "humaneval_infilling"
+TASK_SETS = {
+    "SingleLineInfilling": "HumanEval-SingleLineInfilling.jsonl.gz",
+    "MultiLineInfilling": "HumanEval-MultiLineInfilling.jsonl.gz",
+}
+
+
+class TaskFileError(ValueError):
+    """A task file that is missing, not JSONL, or lacks a field: the message names the file and line."""
+
+
+@dataclass(frozen=True)
+class InfillTask:
+    task_id: str
+    entry_point: str
+    prompt: str
+    suffix: str
+    canonical_solution: str
+    test: str
+
+
+@dataclass(frozen=True)
+class InfillCheck:
+    """The verdict on one completion: `passed`, the sandbox's `status` and the whole `result`."""
+
+    task_id: str
+    passed: bool
+    status: str
+    result: SandboxResult
+
+
+def default_task_files() -> dict[str, Path]:
+    """The shared SingleLine and MultiLine sets, by name."""
+    return {name: SHARED_DIR / file for name, file in TASK_SETS.items()}
+
+
+def load_tasks(path: str | Path) -> list[InfillTask]:
+    """Tasks of a HumanEval-infilling file (.jsonl or .jsonl.gz: gzip is recognised by its magic bytes)."""
+    path = Path(path)
+    if not path.is_file():
+        raise TaskFileError(f"{path}: no such file")
+    try:
+        with open(path, "rb") as f:
+            gz = f.read(2) == b"\x1f\x8b"
+        opener = gzip.open if gz else open
+        with opener(path, "rt", encoding="utf-8") as f:
+            lines = f.read().splitlines()
+    except (OSError, EOFError, UnicodeDecodeError) as e:
+        raise TaskFileError(f"{path}: cannot read: {e}") from None
+    tasks, seen = [], set()
+    for n, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except ValueError as e:
+            raise TaskFileError(f"{path}:{n}: not JSON ({e})") from None
+        if not isinstance(row, dict):
+            raise TaskFileError(f"{path}:{n}: a task must be a JSON object, not {type(row).__name__}")
+        missing = [k for k in FIELDS if k not in row]
+        if missing:
+            raise TaskFileError(f"{path}:{n}: missing field(s) {', '.join(missing)}")
+        bad = [k for k in FIELDS if not isinstance(row[k], str)]
+        if bad:
+            raise TaskFileError(f"{path}:{n}: field(s) {', '.join(bad)} must be strings")
+        if not row["entry_point"].isidentifier():
+            raise TaskFileError(f"{path}:{n}: entry_point {row['entry_point']!r} is not an identifier")
+        if row["task_id"] in seen:
+            raise TaskFileError(f"{path}:{n}: duplicate task_id {row['task_id']!r}")
+        seen.add(row["task_id"])
+        tasks.append(InfillTask(**{k: row[k] for k in FIELDS}))
+    if not tasks:
+        raise TaskFileError(f"{path}: no tasks")
+    return tasks
+
+
+def assemble_program(task: InfillTask, completion: str) -> str:
+    """The program that decides a completion (human-eval-infilling's layout)."""
+    return task.prompt + completion + task.suffix + "\n" + task.test + "\n" + f"check({task.entry_point})\n"
+
+
+def check_program(task: InfillTask, completion: str, timeout: float = 10.0, limits: Limits | None = None,
+                  **sandbox_options) -> InfillCheck:
+    """Run the task's tests on `completion` in the sandbox (`sandbox_options` go to `run_python`)."""
+    result = run_python(assemble_program(task, completion), timeout=timeout, limits=limits, **sandbox_options)
+    return InfillCheck(task_id=task.task_id, passed=result.passed, status=result.status, result=result)

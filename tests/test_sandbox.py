@@ -1,0 +1,375 @@
+"""Containment of diffreason.sandbox, proved with real child processes.
+
+Every test runs in each isolation this machine allows ("namespaces" as root, "userns", and the fallback "none"),
+and the namespace modes also with the audit hook off, to show that the OS layer holds alone. Modes the OS refuses
+are skipped with the reason it gave. `test_unprivileged_user` repeats the key checks as a non-root uid (root only:
+it needs unshare/setpriv to become one). The untrusted programs below only ever run inside the sandbox.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import textwrap
+from functools import lru_cache
+
+import pytest
+
+from diffreason.sandbox import Limits, SandboxError, _tagged_processes, run_python
+
+
+@lru_cache(maxsize=None)
+def _mode_status(mode: str) -> str | None:
+    """None when `mode` holds here, else why not."""
+    r = run_python("print('ok')", isolation=mode, timeout=20)
+    if r.isolation == mode and r.passed:
+        return None
+    return r.protections.get("isolation_errors", f"got isolation {r.isolation}, status {r.status}")
+
+
+CONFIGS = [("namespaces", True), ("namespaces", False), ("userns", True), ("userns", False), ("none", True)]
+
+
+@pytest.fixture(params=CONFIGS, ids=[f"{m}-{'hook' if h else 'nohook'}" for m, h in CONFIGS])
+def sandbox(request):
+    mode, hook = request.param
+    why = _mode_status(mode)
+    if why is not None:
+        pytest.skip(f"isolation {mode!r} not available here: {why}")
+
+    def run(code: str, **kw):
+        kw.setdefault("timeout", 10)
+        r = run_python(textwrap.dedent(code), isolation=mode, audit_hook=hook, **kw)
+        assert r.isolation == mode
+        return r
+
+    run.mode, run.hook = mode, hook
+    return run
+
+
+def _assert_nothing_left(r):
+    assert _tagged_processes(r.run_id) == [], "processes of the run outlived it"
+
+
+# -- ordinary programs ---------------------------------------------------------------------------------------------
+
+
+def test_passing_and_failing_programs(sandbox):
+    r = sandbox("import math\nprint(math.factorial(5))")
+    assert (r.status, r.exit_code, r.stdout) == ("passed", 0, "120\n")
+    r = sandbox("assert 1 + 1 == 3, 'arithmetic'")
+    assert r.status == "failed" and r.exit_code == 1 and "AssertionError: arithmetic" in r.stderr
+    r = sandbox("raise SystemExit(3)")
+    assert (r.status, r.exit_code) == ("failed", 3)
+    r = sandbox("def f(:\n")
+    assert r.status == "failed" and "SyntaxError" in r.stderr
+
+
+def test_stdin_files_and_writes_inside_the_workdir(sandbox):
+    code = """
+        import sys, os
+        data = open("data/in.txt").read()
+        with open("out.txt", "w") as f:
+            f.write(data.upper())
+        os.mkdir("sub")
+        os.rename("out.txt", "sub/out.txt")
+        print(open("sub/out.txt").read(), sys.stdin.read())
+    """
+    r = sandbox(code, stdin="from stdin", files={"data/in.txt": "hello"})
+    assert r.passed, r.stderr
+    assert r.stdout == "HELLO from stdin\n"
+
+
+def test_environment_is_scrubbed_and_workdir_removed(sandbox, monkeypatch):
+    monkeypatch.setenv("SECRET_API_KEY", "do-not-leak")
+    monkeypatch.setenv("HTTPS_PROXY", "http://proxy.invalid:3128")
+    monkeypatch.setenv("PYTHONPATH", "/nonexistent")
+    code = """
+        import os, sys, json
+        flags = [sys.flags.isolated, sys.flags.no_site]
+        print(json.dumps({"env": dict(os.environ), "cwd": os.getcwd(), "flags": flags}))
+    """
+    r = sandbox(code)
+    assert r.passed, r.stderr
+    seen = json.loads(r.stdout)
+    assert set(seen["env"]) <= {"PATH", "HOME", "TMPDIR", "LANG", "LC_ALL", "DIFFREASON_SANDBOX_RUN"}
+    assert seen["env"]["HOME"] == seen["cwd"]
+    assert seen["flags"] == [1, 1]
+    assert not os.path.exists(seen["cwd"])
+
+
+def test_protections_are_reported(sandbox):
+    r = sandbox("pass")
+    p = r.protections
+    assert p["isolation"] == sandbox.mode and p["audit_hook"] == ("on" if sandbox.hook else "off")
+    if sandbox.mode == "none":
+        assert p["network"] == "audit hook only" and p["filesystem"] == "audit hook only"
+    else:
+        assert "network namespace" in p["network"] and "pid namespace" in p["pids"]
+        assert p["filesystem"].startswith("read-only view")
+    assert "RLIMIT_NPROC" in p["nproc"] and "address space" in p["limits"]
+
+
+# -- runaway programs ----------------------------------------------------------------------------------------------
+
+
+def test_infinite_loop_times_out(sandbox):
+    r = sandbox("while True:\n    pass", timeout=1.0)
+    assert r.status == "timeout" and "wall clock" in r.reason
+    assert 1.0 <= r.elapsed_s < 5
+    _assert_nothing_left(r)
+
+
+def test_cpu_limit(sandbox):
+    r = sandbox("while True:\n    pass", timeout=30, limits=Limits(cpu_s=1))
+    assert r.status == "timeout" and r.reason == "CPU time limit", r
+    assert r.elapsed_s < 10
+
+
+def test_sleeping_program_killed_at_timeout(sandbox):
+    r = sandbox("import time\nprint('start', flush=True)\ntime.sleep(60)", timeout=1.0)
+    assert r.status == "timeout" and r.stdout == "start\n"
+
+
+def test_fork_bomb_is_contained(sandbox):
+    # how many processes can it make? bounded by RLIMIT_NPROC (or the audit hook's fork budget as uid 0)
+    counter = """
+        import os, time
+        n = 0
+        for _ in range(200):
+            try:
+                pid = os.fork()
+            except OSError as e:
+                print("refused", e.errno, flush=True)
+                break
+            if pid == 0:
+                time.sleep(60)
+                os._exit(0)
+            n += 1
+        print("forked", n, flush=True)
+        time.sleep(60)
+    """
+    limits = Limits(nproc=8, fork_budget=3)
+    r = sandbox(counter, timeout=2, limits=limits)
+    assert r.status == "timeout"
+    forked = int(r.stdout.split("forked ")[1].split()[0])
+    assert "refused" in r.stdout and forked <= 8
+    _assert_nothing_left(r)
+    # the classic bomb: every process forks forever
+    bomb = """
+        import os
+        while True:
+            try:
+                os.fork()
+            except OSError:
+                pass
+    """
+    r = sandbox(bomb, timeout=2, limits=limits)
+    assert r.status == "timeout"
+    _assert_nothing_left(r)
+    assert subprocess.run(["true"], timeout=10).returncode == 0  # this machine can still start processes
+
+
+def test_huge_allocation_hits_memory_limit(sandbox):
+    r = sandbox("block = bytearray(10 * 1024 ** 3)\nprint('allocated')", limits=Limits(memory_mb=512))
+    assert r.status == "memory" and "MemoryError" in r.stderr and "allocated" not in r.stdout
+
+
+def test_output_flood_is_capped(sandbox):
+    cap = 4096
+    r = sandbox("import sys\nsys.stdout.write('x' * 5_000_000)\nsys.stderr.write('y' * 5_000_000)",
+                limits=Limits(max_output=cap))
+    assert r.passed and r.stdout_truncated and r.stderr_truncated
+    assert r.stdout.startswith("x" * cap) and "truncated: 5000000 bytes" in r.stdout and len(r.stdout) < cap + 100
+    r = sandbox("while True:\n    print('z' * 1000)", timeout=1.0, limits=Limits(max_output=cap))
+    assert r.status == "timeout" and r.stdout_truncated and len(r.stdout) < cap + 100
+
+
+def test_crash_is_reported(sandbox):
+    r = sandbox("import os, signal\nos.kill(os.getpid(), signal.SIGSEGV)")
+    assert r.status == "crashed" and r.signal == signal.SIGSEGV
+
+
+# -- the network -------------------------------------------------------------------------------------------------
+
+
+def test_loopback_connection_refused(sandbox):
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(5)
+        listener.setblocking(False)
+        port = listener.getsockname()[1]
+        code = f"""
+            import socket
+            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            s.settimeout(2)
+            s.connect(("127.0.0.1", {port}))
+            print("CONNECTED")
+        """
+        r = sandbox(code)
+        assert r.status == "failed" and "CONNECTED" not in r.stdout
+        assert ("sandbox:" in r.stderr) if sandbox.hook else ("Network is unreachable" in r.stderr)
+        with pytest.raises(BlockingIOError):
+            listener.accept()  # nobody connected
+
+
+def test_external_connection_refused(sandbox):
+    code = """
+        import socket
+        s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        s.settimeout(3)
+        s.connect(("8.8.8.8", 53))
+        print("CONNECTED")
+    """
+    r = sandbox(code)
+    assert r.status == "failed" and "CONNECTED" not in r.stdout
+    assert ("sandbox:" in r.stderr) if sandbox.hook else ("Network is unreachable" in r.stderr)
+    if sandbox.hook:
+        r = sandbox("import socket\nsocket.getaddrinfo('example.com', 80)")
+        assert r.status == "failed" and "sandbox: socket.getaddrinfo" in r.stderr
+
+
+# -- the file system -----------------------------------------------------------------------------------------------
+
+
+def test_write_outside_workdir_refused(sandbox, tmp_path):
+    target = tmp_path / "pwned.txt"
+    victim = tmp_path / "victim.txt"
+    victim.write_text("keep me")
+    for code in (
+        f"open({str(target)!r}, 'w').write('x')",
+        f"import os\nfd = os.open({str(target)!r}, os.O_WRONLY | os.O_CREAT)\nos.write(fd, b'x')",
+        f"import os\nos.remove({str(victim)!r})",
+        f"import os\nos.symlink({str(target)!r}, 'link')\nopen('link', 'w').write('x')",
+        f"import shutil\nshutil.copy('/etc/hostname', {str(target)!r})",
+    ):
+        r = sandbox(code)
+        assert r.status == "failed", (code, r)
+        assert not target.exists(), code
+        assert victim.read_text() == "keep me", code
+
+
+def test_exec_and_subprocess_refused_by_hook(sandbox):
+    if not sandbox.hook:
+        pytest.skip("the audit hook is off")
+    for code in ("import os\nos.system('echo escaped')", "import subprocess\nsubprocess.run(['echo', 'escaped'])",
+                 "import os\nos.execv('/bin/echo', ['echo', 'escaped'])", "import ctypes"):
+        r = sandbox(code)
+        assert r.status == "failed" and "escaped" not in r.stdout and "sandbox:" in r.stderr, (code, r)
+
+
+# -- signals -------------------------------------------------------------------------------------------------------
+
+
+def test_cannot_kill_the_parent(sandbox):
+    me = os.getpid()
+    code = f"""
+        import os, signal
+        for what, call in [("parent", lambda: os.kill(os.getppid(), signal.SIGKILL)),
+                           ("test process", lambda: os.kill({me}, signal.SIGKILL)),
+                           ("its group", lambda: os.killpg({os.getpgid(me)}, signal.SIGKILL)),
+                           ("everyone (probe)", lambda: os.kill(-1, 0))]:
+            try:
+                call()
+                print(what, "signalled")
+            except OSError as e:
+                print(what, "refused:", type(e).__name__)
+        print("done")
+    """
+    r = sandbox(code)
+    assert os.getpid() == me  # still here
+    assert "done" in r.stdout
+    assert "test process signalled" not in r.stdout and "its group signalled" not in r.stdout
+    if sandbox.mode == "none":  # the parent is this test process itself
+        assert "parent refused" in r.stdout and "everyone (probe) refused" in r.stdout
+
+
+# -- API -------------------------------------------------------------------------------------------------------------
+
+
+def test_bad_arguments():
+    with pytest.raises(ValueError):
+        run_python("pass", isolation="bogus")
+    with pytest.raises(ValueError):
+        run_python("pass", isolation="none", audit_hook=False)
+    with pytest.raises(ValueError):
+        run_python("pass", files={"../escape.txt": "x"})
+    with pytest.raises(SandboxError):
+        run_python("pass", python="/nonexistent/python")
+
+
+# -- as an unprivileged user -----------------------------------------------------------------------------------------
+
+UNPRIVILEGED_SCRIPT = r"""
+import json, sys
+from diffreason.sandbox import run_python, Limits, _tagged_processes
+out = {}
+for mode in ("auto", "none"):
+    rows = {}
+    r = run_python("print('hi')", isolation=mode)
+    rows["hello"] = [r.status, r.stdout, r.isolation, r.protections.get("nproc", "")]
+    r = run_python("while True: pass", isolation=mode, timeout=1)
+    rows["loop"] = [r.status]
+    bomb = "import os\nwhile True:\n    try: os.fork()\n    except OSError: pass\n"
+    r = run_python(bomb, isolation=mode, timeout=1.5, limits=Limits(nproc=8))
+    rows["bomb"] = [r.status, _tagged_processes(r.run_id)]
+    connect = "import socket\ns = socket.socket()\ns.settimeout(2)\ns.connect(('127.0.0.1', %d))"
+    r = run_python(connect % int(sys.argv[2]), isolation=mode)
+    rows["socket"] = [r.status]
+    r = run_python("open(%r, 'w').write('x')" % sys.argv[1], isolation=mode)
+    rows["write"] = [r.status]
+    out[mode] = rows
+print(json.dumps(out))
+"""
+
+
+def _unprivileged_command(uid: int) -> list[str] | None:
+    """unshare+setpriv running this interpreter as `uid`, the Python prefix made reachable if it lives in /root."""
+    if os.geteuid() != 0 or not (shutil.which("unshare") and shutil.which("setpriv")):
+        return None
+    prefix = os.path.realpath(sys.base_prefix)
+    setup = "mount --make-rprivate / && "
+    if prefix.startswith("/root/"):
+        setup += (f"stage=$(mktemp -d) && mount --bind {prefix} $stage && mount -t tmpfs -o mode=755 tmpfs /root && "
+                  f"mkdir -p {prefix} && mount --move $stage {prefix} && rmdir $stage; ")
+    return ["unshare", "-m", "sh", "-c", setup + f'exec setpriv --reuid {uid} --regid {uid} --clear-groups '
+            f'-- env -i PATH=/usr/bin:/bin HOME=/ "$@"', "sh"]
+
+
+def test_unprivileged_user():
+    uid = 54321
+    cmd = _unprivileged_command(uid)
+    if cmd is None:
+        pytest.skip("needs root with unshare and setpriv to become an unprivileged user")
+    outside = tempfile.mkdtemp(prefix="sandbox-test-")
+    os.chmod(outside, 0o777)  # writable by the unprivileged uid: only the sandbox stands in the way
+    target = os.path.join(outside, "pwned.txt")
+    try:
+        with socket.socket() as listener:
+            listener.bind(("127.0.0.1", 0))
+            listener.listen(5)
+            listener.setblocking(False)
+            port = listener.getsockname()[1]
+            proc = subprocess.run(cmd + [sys.executable, "-c", UNPRIVILEGED_SCRIPT, target, str(port)],
+                                  capture_output=True, text=True, timeout=120, cwd="/")
+            assert proc.returncode == 0, proc.stderr[-3000:]
+            with pytest.raises(BlockingIOError):
+                listener.accept()
+        out = json.loads(proc.stdout)
+        assert not os.path.exists(target)
+        for mode, rows in out.items():
+            assert rows["hello"][:2] == ["passed", "hi\n"], (mode, rows)
+            assert rows["loop"] == ["timeout"] and rows["bomb"] == ["timeout", []], (mode, rows)
+            assert rows["socket"] == ["failed"] and rows["write"] == ["failed"], (mode, rows)
+            assert rows["hello"][3].startswith("RLIMIT_NPROC"), (mode, rows)  # binds for a non-root uid
+        assert out["none"]["hello"][2] == "none"
+        # "auto" takes a user namespace where the kernel allows unprivileged ones
+        assert out["auto"]["hello"][2] in ("userns", "none")
+    finally:
+        shutil.rmtree(outside, ignore_errors=True)
