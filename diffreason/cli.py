@@ -492,6 +492,81 @@ def train_json(
            stream_state=(stream.state_dict, stream.load_state_dict))
 
 
+@train_app.command("code")
+def train_code(
+    run_dir: Path = typer.Option(Path("runs/code-small"), "--run-dir", help="checkpoints, logs and RUN/model"),
+    preset: str = typer.Option("code-small", "--preset", help="model size: code-small (the embedded model's) or "
+                               "code-tiny (tests)"),
+    steps: int = typer.Option(20000, "--steps", help=f"total optimiser steps, at most {MAX_TRAIN_STEPS} (a rerun "
+                              "resumes up to this)"),
+    batch_size: int = typer.Option(16, "--batch-size", help=f"1 to {MAX_BATCH_SIZE}"),
+    lr: float = typer.Option(1e-3, "--lr", help="peak learning rate, in (0, 1] (warmup, then cosine)"),
+    eval_every: int = typer.Option(250, "--eval-every", help="held-out loss every N steps (0: never)"),
+    save_every: int = SAVE_EVERY_OPTION,
+    seed: int = typer.Option(0, "--seed", help=SEED_HELP),
+    threads: int = THREADS_OPTION,
+    device: str = typer.Option("auto", "--device", help="auto, cpu or cuda"),
+    init_from: Path | None = typer.Option(
+        None, "--init-from", help="start from this code model's weights and tokenizer (e.g. the embedded one)"
+    ),
+    source: list[Path] = typer.Option(
+        [], "--source", help="a directory of Python code to train on (repeatable; default: the standard library, "
+        "then site-packages)"
+    ),
+    max_files: int = typer.Option(0, "--max-files", help="at most this many source files, a stable sample (0: all)"),
+    precision: str = PRECISION_OPTION,
+    time_budget: float | None = TIME_BUDGET_OPTION,
+) -> None:
+    """Train the code infilling model on functions of the standard library and site-packages with holes (lines,
+    blocks, spans), HumanEval's functions and the held-out packages kept out (resumable; Ctrl-C keeps the last
+    checkpoint)."""
+    from diffreason.tasks.infill import corpus
+
+    _check_training_options(steps, batch_size, lr, eval_every, save_every, seed, device, threads, precision,
+                            time_budget)
+    if preset not in corpus.PRESETS:
+        raise DiffreasonError(f"unknown --preset {preset!r}; choose one of {', '.join(corpus.PRESETS)}")
+    _int_in("--max-files", max_files, 0, 10**7)
+    for s in source:
+        if not s.is_dir():
+            raise DiffreasonError(f"--source {str(s)!r} is not a directory")
+    _check_model_dir(init_from)
+    _prepare_run_dir(run_dir)
+    try:
+        device, cfg = _train_config(device, threads, time_budget, steps=steps, batch_size=batch_size, lr=lr,
+                                    eval_every=eval_every, save_every=save_every, seed=seed, precision=precision)
+        from diffreason.model import load_model
+        from diffreason.tasks import sudoku
+        from diffreason.train import resume_or_build
+
+        with err_console.status("reading the Python sources"):
+            code = corpus.build_corpus(source or None, max_files=max_files)
+        st = code.stats
+        err_console.print(
+            f"{st['train_functions']} training functions ({st['heldout_functions']} held out: "
+            f"{', '.join(st['heldout_found']) or 'none found'}) from {st['files']} files; HumanEval kept out: "
+            f"{st['humaneval_name']} by name, {st['humaneval_body']} by body"
+        )
+        if init_from is not None:
+            build = lambda: load_model(init_from)  # noqa: E731
+        else:
+            build = lambda: corpus.build_code_model(  # noqa: E731
+                corpus.make_tokenizer(code.train, seed=seed), seed, corpus.PRESETS[preset])
+        resumed = (run_dir / "model" / "config.json").is_file()
+        lm = resume_or_build(run_dir, build)
+        if sudoku.is_sudoku_model(lm) or lm.canvas_length != corpus.CANVAS:
+            where = f"--run-dir {str(run_dir)!r} holds a run of" if resumed else f"--init-from {str(init_from)!r} is"
+            raise DiffreasonError(f"{where} another model (not a code model with a {corpus.CANVAS}-token canvas); "
+                                  "choose another")
+        lm.model.to(device)
+        stream = corpus.CodeStream(code.train, lm.tokenizer, seed)
+        evaluate = corpus.heldout_evaluator(code.heldout, lm.tokenizer) if eval_every else None
+    except KeyboardInterrupt:
+        raise _not_started(run_dir) from None
+    _train(lm, stream.batch, cfg, run_dir, evaluate=evaluate,
+           stream_state=(stream.state_dict, stream.load_state_dict))
+
+
 solve_app = typer.Typer(no_args_is_help=True, help="Solve constraint problems with a diffusion model.")
 app.add_typer(solve_app, name="solve")
 eval_app = typer.Typer(no_args_is_help=True, help="Evaluate models; reports go to evals/reports.")
