@@ -18,6 +18,7 @@ _EXPORTS = {
     "ConfigError": "errors", "DiffreasonError": "errors", "ModelLoadError": "errors", "TemplateError": "errors",
     "PRESETS": "model", "DiffusionLM": "model", "build_model": "model", "load_model": "model", "save_model": "model",
     "generate": "structured",
+    "infill": "infilling",
     "DenoiseState": "sampler", "EntropyBoundAcceptance": "sampler", "RenoiseSampler": "sampler",
     "SamplerConfig": "sampler", "StableAndConfidentStop": "sampler",
 }
@@ -42,6 +43,7 @@ if TYPE_CHECKING:
     from diffreason.canvas import CanvasConstraint, CanvasTemplate
     from diffreason.engine import Engine, GenerationRequest, GenerationResult, StepTrace
     from diffreason.errors import ConfigError, DiffreasonError, ModelLoadError, TemplateError
+    from diffreason.infilling import infill
     from diffreason.model import PRESETS, DiffusionLM, build_model, load_model, save_model
     from diffreason.sampler import (
         DenoiseState, EntropyBoundAcceptance, RenoiseSampler, SamplerConfig, StableAndConfidentStop,

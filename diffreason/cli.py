@@ -997,6 +997,182 @@ def eval_json_suite(
         raise typer.Exit(EXIT_SOME_FAILED)
 
 
+def _code_model_dir(model: Path | None) -> tuple[Path, int]:
+    """The --model directory (default: the embedded code model) and its canvas length, read without torch."""
+    from diffreason.infilling import code_model_path
+    from diffreason.model import check_checkpoint
+
+    if model is None:
+        model = code_model_path()
+        if not (model / "config.json").is_file():
+            raise DiffreasonError(f"the embedded code model is missing ({model}); pass --model DIR")
+    _, config, _ = check_checkpoint(model)
+    return model, int(config.get("canvas_length", 256))
+
+
+def _check_infill_options(mode: str, samples: int, max_hole_tokens: int, seed: int, steps: int | None,
+                          timeout: float, threads: int) -> None:
+    from diffreason.tasks.infill.search import MAX_SAMPLES, MODES
+
+    if mode not in MODES:
+        raise DiffreasonError(f"--mode must be one of {', '.join(MODES)}, got {mode!r}")
+    _int_in("--samples", samples, 1, MAX_SAMPLES)
+    _int_in("--max-hole-tokens", max_hole_tokens, 1, MAX_NEW_TOKENS)
+    _check_seed(seed)
+    _int_in("--steps", steps, 1, MAX_DENOISING_STEPS)
+    _float_in("--timeout", timeout, 0.0, 3600.0)
+    _int_in("--threads", threads, 0, MAX_THREADS)
+
+
+@app.command("infill")
+def infill_cmd(
+    file: Path = typer.Argument(..., help="a Python file with holes marked <|hole|> (or <|hole:N|>: at most N "
+                                "tokens); a marker alone on its line is whole lines, elsewhere text within the line"),
+    tests: Path = typer.Option(None, "--tests", help="a Python file run after the filled code, in the sandbox (never "
+                               "in this process); it passes when the program exits 0"),
+    mode: str = typer.Option("model", "--mode", help="model: the top-scoring sample; verified: the first, best "
+                             "first, whose code parses and passes --tests"),
+    samples: int = typer.Option(1, "--samples", "-k", help="K samples (seeds SEED .. SEED+K-1), run as one batch with "
+                                "the hole-length search"),
+    max_hole_tokens: int = typer.Option(64, "--max-hole-tokens", help="a hole's slot holds at most this many tokens "
+                                        "(at most the model's canvas; slot lengths searched up to it)"),
+    single_line: bool = typer.Option(False, "--single-line", help="whole-line holes hold exactly one line"),
+    model: Path = typer.Option(None, "--model", "-m", help="DiffusionGemma checkpoint directory (default: the "
+                               "embedded code model)"),
+    seed: int = typer.Option(0, "--seed", help=SEED_HELP),
+    steps: int = typer.Option(None, "--steps", help=f"max denoising steps per canvas, 1 to {MAX_DENOISING_STEPS} "
+                              "(default: the checkpoint's)"),
+    timeout: float = typer.Option(10.0, "--timeout", help="seconds of wall clock per sandboxed test run"),
+    watch: bool = typer.Option(False, "--watch", help="show a canvas denoising live (sample 0, each hole)"),
+    as_json: bool = typer.Option(False, "--json", help="print one JSON object: code, mode, samples, candidate, "
+                                 "checked, parses, passed, and per hole text, length, tokens, steps, candidate, why"),
+    threads: int = THREADS_OPTION,
+) -> None:
+    """Fill the holes of FILE with a diffusion model: each hole a slot the template constrains (lines, indentation,
+    balanced brackets), the suffix fixed on the canvas, slot lengths × K samples in one batch.
+
+    Prints the filled file (with --json, one object). Exit code 1 when the code returned fails what was asked:
+    --tests that do not pass, or, in verified mode, no sample whose code parses."""
+    from diffreason.tasks.infill.holes import check_tests, parse_code, read_code_file
+
+    _check_infill_options(mode, samples, max_hole_tokens, seed, steps, timeout, threads)
+    model, canvas = _code_model_dir(model)
+    code = parse_code(read_code_file(file), max_marker_tokens=canvas)
+    if max_hole_tokens > canvas:
+        raise DiffreasonError(f"--max-hole-tokens {max_hole_tokens} is longer than the model's canvas ({canvas} "
+                              "tokens): a hole must fit one canvas")
+    test_source = None
+    if tests is not None:
+        test_source = read_code_file(tests)
+        check_tests(test_source, f"the tests in {str(tests)!r}")
+    _runtime(threads)
+    from diffreason.model import load_model
+    from diffreason.tasks.infill.search import run_infill
+
+    lm = load_model(model)
+    options = dict(tests=test_source, mode=mode, samples=samples, max_hole_tokens=max_hole_tokens, seed=seed,
+                   single_line=single_line or None, max_steps=steps, timeout=timeout)
+    try:
+        if watch:
+            with CanvasWatcher(lm.tokenizer, steps or lm.sampler_config.max_denoising_steps) as watcher:
+                result = run_infill(lm, code, watch=lambda hole, trace: watcher(0, trace), **options)
+        else:
+            result = run_infill(lm, code, **options)
+    except KeyboardInterrupt:
+        raise Interrupted("before the holes were filled; nothing was written") from None
+    if as_json:
+        out = result.to_dict()
+        out["file"] = str(file)
+        print(json.dumps(out))
+    else:
+        sys.stdout.write(result.code)
+        sys.stdout.flush()
+        for h in result.holes:
+            _stderr_line(f"hole {h.index + 1}: {h.tokens} tokens in a slot of {h.length} ({', '.join(map(str, h.lengths))} "
+                         f"searched), steps {h.steps}, sample {h.candidate} of {result.samples}: {h.why}")
+        verdict = "no tests" if result.passed is None else ("tests passed" if result.passed else "tests FAILED")
+        _stderr_line(f"mode {result.mode}, K {result.samples}, {result.checked} checked; "
+                     f"{'parses' if result.parses else 'does NOT parse'}; {verdict}; {result.seconds:.1f}s")
+    if result.passed is False or (mode == "verified" and not result.parses):
+        raise typer.Exit(EXIT_SOME_FAILED)
+
+
+@eval_app.command("infill")
+def eval_infill(
+    tasks: list[Path] = typer.Option([], "--tasks", help="a task file in HumanEval-infilling's format (.jsonl or "
+                                     ".jsonl.gz; repeatable; default: the shared single-line and multi-line sets)"),
+    limit: int = typer.Option(0, "--limit", help="N tasks per set, spread evenly over it (0: all)"),
+    mode: str = typer.Option("both", "--mode", help="model (pass@1), verified (pass@k) or both"),
+    samples: int = typer.Option(4, "--samples", "-k", help="K samples per task; verified pass@k for k in 1, 4, 16 up "
+                                "to K"),
+    max_hole_tokens: int = typer.Option(64, "--max-hole-tokens", help="slot lengths searched up to this"),
+    baseline: bool = typer.Option(True, "--baseline/--no-baseline", help="also run every task with the slot left "
+                                  "free (the parse rate without the template's constraints)"),
+    model: Path = typer.Option(None, "--model", "-m", help="code checkpoint (default: the embedded code model)"),
+    seed: int = typer.Option(0, "--seed", help=SEED_HELP),
+    timeout: float = typer.Option(10.0, "--timeout", help="seconds per sandboxed test run"),
+    out: Path = typer.Option(Path("evals/reports/infill"), "--out", help="report directory"),
+    as_json: bool = typer.Option(False, "--json", help="print one summary object (tasks, pass_at_1, pass_at_k, "
+                                 "parse_rate, median_steps, ..., per set) instead of the markdown table"),
+    threads: int = THREADS_OPTION,
+) -> None:
+    """HumanEval-infilling through the infill search: the canonical solutions through the same sandboxed harness
+    first, then per set pass@1 (model mode), pass@k (verified mode), parse rate with and without the constraints,
+    exact match, steps and seconds per task. Writes infill.json / .md / .png; exit code 1 when a canonical solution
+    fails (the harness is then not proven)."""
+    from diffreason.tasks.infill.humaneval import TaskFileError, default_task_files, load_tasks
+    from diffreason.tasks.infill.search import MAX_SAMPLES
+
+    modes = ["model", "verified"] if mode == "both" else [mode]
+    if mode not in ("model", "verified", "both"):
+        raise DiffreasonError(f"--mode must be model, verified or both, got {mode!r}")
+    _int_in("--limit", limit, 0, 10**7)
+    _int_in("--samples", samples, 1, MAX_SAMPLES)
+    _int_in("--max-hole-tokens", max_hole_tokens, 1, MAX_NEW_TOKENS)
+    _check_seed(seed)
+    _float_in("--timeout", timeout, 0.0, 3600.0)
+    _int_in("--threads", threads, 0, MAX_THREADS)
+    model, canvas = _code_model_dir(model)
+    if max_hole_tokens > canvas:
+        raise DiffreasonError(f"--max-hole-tokens {max_hole_tokens} is longer than the model's canvas ({canvas})")
+    files = list(tasks) or list(default_task_files().values())
+    try:
+        for f in files:
+            load_tasks(f)  # a bad file fails here, before the model loads
+    except TaskFileError as exc:
+        raise DiffreasonError(str(exc)) from None
+    _writable_dir(out, "--out")
+    _runtime(threads)
+    from rich.progress import Progress
+
+    from diffreason.evals.infill_eval import json_summary, load_sets, run_eval, write_report
+    from diffreason.model import load_model
+
+    sets = load_sets(files, limit or None)
+    lm = load_model(model)
+    total = sum(len(t) for _, t in sets.values())
+    try:
+        with Progress(console=err_console, transient=True) as bar:
+            harness = bar.add_task("canonical solutions", total=total)
+            bars = {name: bar.add_task(name, total=len(t)) for name, (_, t) in sets.items()}
+            report = run_eval(lm, sets, samples=samples, modes=modes, seed=seed, max_hole_tokens=max_hole_tokens,
+                              baseline=baseline, timeout=timeout,
+                              progress=lambda stage, n: bar.advance(bars.get(stage, harness), n))
+    except KeyboardInterrupt:
+        raise Interrupted(f"no report was written to {out}") from None
+    command = "diffreason eval infill " + " ".join(sys.argv[3:])
+    for path in write_report(report, out, command.strip()):
+        err_console.print(f"wrote {path}")
+    if as_json:
+        print(json.dumps(json_summary(report)))
+    else:
+        print((out / "infill.md").read_text())
+    failed = [f"{f['task_id']} ({f['status']})" for h in report["harness"].values() for f in h["failed"]]
+    if failed:
+        _stderr_line(f"error: canonical solutions failed the harness: {', '.join(failed[:10])}")
+        raise typer.Exit(EXIT_SOME_FAILED)
+
+
 class GridWatcher:
     """Live Sudoku grid: givens bold, cells accepted this step green, the rest the model's current guess, dim."""
 

@@ -29,7 +29,7 @@ def test_importing_the_package_does_not_import_torch():
         "CanvasConstraint", "CanvasTemplate", "ConfigError", "DenoiseState", "DiffreasonError", "DiffusionLM", "Engine",
         "EntropyBoundAcceptance", "GenerationRequest", "GenerationResult", "ModelLoadError", "PRESETS",
         "RenoiseSampler", "SamplerConfig", "StableAndConfidentStop", "StepTrace", "TemplateError", "build_model",
-        "generate", "load_model", "save_model",
+        "generate", "infill", "load_model", "save_model",
     ])
     with pytest.raises(AttributeError, match="no attribute 'nonexistent'"):
         import diffreason

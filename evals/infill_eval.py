@@ -1,0 +1,384 @@
+"""Code infilling eval: HumanEval-infilling tasks through the infill search, in both modes, with and without the
+template's constraints; pass rates decided by the tasks' tests in the sandbox.
+
+    diffreason eval infill [--tasks FILE ...] [--limit N] [--samples K] [--mode model|verified|both] [--json]
+
+Per task set (default: the shared single-line and multi-line sets):
+
+1. the **harness** first: every evaluated task's canonical solution through the same check (`check_program`: the
+   sandbox); they must all pass, which proves the harness;
+2. per task, K samples (seeds `seed` .. `seed + K - 1`) × the slot lengths, one batch (`Searcher.search`), the hole
+   read as HumanEval cuts it (whole lines; exactly one in a single-line set); each sample keeps one length — by score
+   (model mode), or by (parses, score) (verified mode);
+3. **pass@1, model mode**: sample 0 alone (what `infill(mode="model", samples=1)` returns) passes the tests; also
+   the top-scoring of the K (`model_top_k`, what `infill(mode="model", samples=K)` returns);
+   **pass@k, verified mode** (k = 1, 4, 16 up to K): some sample of the first k parses and passes (what
+   `infill(mode="verified", samples=k)` returns then passes); `checked`: samples verified mode with K checked;
+4. **parse rate** of the model-mode samples with the constraints and without them (the same model, seeds, lengths;
+   the slot left free), of every candidate (all lengths) too, and of what verified mode returns;
+5. **exact match** of sample 0 with the canonical solution (as written; and line by line without trailing space);
+   **steps**: denoising steps of sample 0 (median / p90); **seconds per task**: the search (all K samples and
+   lengths, constrained), the unconstrained baseline and the sandbox checks apart.
+
+Writes infill.json (every task's candidates), infill.md and infill.png (pass rate against denoising steps and
+against K) into the report directory. `--limit N` takes N tasks spread evenly over a set (every len/N-th: the first
+N would be the lines of a handful of problems).
+"""
+
+from __future__ import annotations
+
+import json
+import platform
+import statistics
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from diffreason.tasks.infill.holes import parse_pair
+from diffreason.tasks.infill.humaneval import InfillTask, check_program, default_task_files, load_tasks
+from diffreason.tasks.infill.search import Candidate, Searcher, parses, pick_length
+
+K_POINTS = (1, 4, 16)
+
+
+def set_name(path: Path) -> str:
+    name = Path(path).name
+    for ext in (".gz", ".jsonl"):
+        name = name.removesuffix(ext)
+    return name.removeprefix("HumanEval-")
+
+
+def spread(tasks: Sequence[InfillTask], limit: int | None) -> list[InfillTask]:
+    """`limit` tasks spread evenly over the set (all of them without a limit)."""
+    if not limit or limit >= len(tasks):
+        return list(tasks)
+    return [tasks[(i * len(tasks)) // limit] for i in range(limit)]
+
+
+def load_sets(files: Sequence[Path] | None = None, limit: int | None = None) -> dict[str, tuple[Path, list]]:
+    """{name: (file, tasks)} of the task files (default: both shared sets)."""
+    paths = {set_name(p): Path(p) for p in files} if files else default_task_files()
+    return {name: (path, spread(load_tasks(path), limit)) for name, path in paths.items()}
+
+
+def _percentile(values, q):
+    values = sorted(values)
+    if not values:
+        return None
+    return values[min(len(values) - 1, max(0, round(q * (len(values) - 1))))]
+
+
+def _same_lines(a: str, b: str) -> bool:
+    return [line.rstrip() for line in a.strip("\n").split("\n")] == [line.rstrip() for line in b.strip("\n").split("\n")]
+
+
+def _cand(c: Candidate, passed: bool | None = None) -> dict:
+    return {"length": c.length, "tokens": c.tokens, "text": c.text, "score": c.score, "parses": c.parses,
+            "steps": sum(c.steps), "passed": passed}
+
+
+class _Checks:
+    """Sandboxed test runs of one task's candidates, each run once."""
+
+    def __init__(self, task: InfillTask, timeout: float, isolation: str):
+        self.task, self.timeout, self.isolation = task, timeout, isolation
+        self.memo: dict[str, bool] = {}
+        self.runs = 0
+        self.seconds = 0.0
+
+    def passes(self, c: Candidate) -> bool:
+        if not c.parses:
+            return False
+        if c.text not in self.memo:
+            t = time.perf_counter()
+            self.memo[c.text] = check_program(self.task, c.text, timeout=self.timeout, isolation=self.isolation).passed
+            self.seconds += time.perf_counter() - t
+            self.runs += 1
+        return self.memo[c.text]
+
+
+def eval_task(task: InfillTask, single_line: bool, searcher: Searcher, free: Searcher | None, samples: int,
+              max_hole_tokens: int, seed: int, modes: Sequence[str], timeout: float, isolation: str) -> dict:
+    code = parse_pair(task.prompt, task.suffix)
+    seeds = [seed + j for j in range(samples)]
+    lens = searcher.lengths(code, 0, max_hole_tokens, None)
+    fills = [[] for _ in seeds]
+    found = searcher.search(code, 0, fills, seeds, lens, single_line=single_line)
+    model = [pick_length(found.by_sample[j], False) for j in range(samples)]
+    verified = [pick_length(found.by_sample[j], True) for j in range(samples)]
+    checks = _Checks(task, timeout, isolation)
+    rec: dict = {"task_id": task.task_id, "lengths": found.lengths, "seconds_search": round(found.seconds, 3)}
+    if "model" in modes:
+        rec["pass_model"] = checks.passes(model[0])
+        ranked = sorted(range(samples), key=lambda j: (-model[j].score, j))
+        rec["pass_model_top_k"] = checks.passes(model[ranked[0]])
+        # model mode with k samples: the top-scoring of the first k
+        rec["model_top_of_k"] = [checks.passes(model[min(range(k), key=lambda j: (-model[j].score, j))])
+                                 for k in range(1, samples + 1)]
+    if "verified" in modes:
+        first = next((j for j in range(samples) if checks.passes(verified[j])), None)
+        rec["first_verified_pass"] = first  # pass@k (verified) = first < k
+        ranked = sorted(range(samples), key=lambda j: (-verified[j].score, j))
+        walk = [j for j in ranked if verified[j].parses]
+        returned = next((j for j in walk if checks.passes(verified[j])), None)
+        rec["verified_checked"] = (walk.index(returned) + 1) if returned is not None else samples
+        rec["verified_returned_parses"] = any(v.parses for v in verified)
+    rec["exact"] = model[0].text == task.canonical_solution
+    rec["exact_lines"] = _same_lines(model[0].text, task.canonical_solution)
+    rec["steps"] = sum(model[0].steps)
+    rec["steps_all"] = [sum(c.steps) for j in range(samples) for c in found.by_sample[j]]
+    rec["parses_model"] = [m.parses for m in model]
+    rec["parses_candidates"] = [c.parses for j in range(samples) for c in found.by_sample[j]]
+    rec["samples"] = [{"seed": seeds[j], "model": _cand(model[j], checks.memo.get(model[j].text)),
+                       "verified": _cand(verified[j], checks.memo.get(verified[j].text))} for j in range(samples)]
+    if free is not None:
+        got = free.search(code, 0, fills, seeds, lens, single_line=single_line)
+        free_model = [pick_length(got.by_sample[j], False) for j in range(samples)]
+        rec["seconds_free"] = round(got.seconds, 3)
+        rec["parses_free"] = [m.parses for m in free_model]
+        rec["parses_free_candidates"] = [c.parses for j in range(samples) for c in got.by_sample[j]]
+        for j in range(samples):
+            rec["samples"][j]["free"] = _cand(free_model[j])
+    rec["sandbox_runs"] = checks.runs
+    rec["seconds_sandbox"] = round(checks.seconds, 3)
+    return rec
+
+
+def _rate(values) -> float | None:
+    values = [bool(v) for v in values]
+    return round(sum(values) / len(values), 4) if values else None
+
+
+def summarise(records: list[dict], samples: int, modes: Sequence[str], max_steps: int) -> dict:
+    n = len(records)
+    ks = sorted({k for k in K_POINTS if k <= samples} | {samples})
+    out: dict = {"tasks": n}
+    if "model" in modes:
+        out["pass_at_1"] = _rate(r["pass_model"] for r in records)
+        out["model_top_k"] = _rate(r["pass_model_top_k"] for r in records)
+        out["model_top_of_k"] = [_rate(r["model_top_of_k"][k - 1] for r in records) for k in range(1, samples + 1)]
+    else:
+        out["pass_at_1"] = None
+    if "verified" in modes:
+        out["pass_at_k"] = {str(k): _rate(r["first_verified_pass"] is not None and r["first_verified_pass"] < k
+                                          for r in records) for k in ks}
+        out["pass_at_k_curve"] = [_rate(r["first_verified_pass"] is not None and r["first_verified_pass"] < k
+                                        for r in records) for k in range(1, samples + 1)]
+        out["verified_returned_parse_rate"] = _rate(r["verified_returned_parses"] for r in records)
+        out["verified_checked_mean"] = round(statistics.mean(r["verified_checked"] for r in records), 3) if n else None
+    else:
+        out["pass_at_k"] = None
+    out["parse_rate"] = _rate(p for r in records for p in r["parses_model"])
+    out["parse_rate_candidates"] = _rate(p for r in records for p in r["parses_candidates"])
+    if records and "parses_free" in records[0]:
+        out["parse_rate_unconstrained"] = _rate(p for r in records for p in r["parses_free"])
+        out["parse_rate_candidates_unconstrained"] = _rate(p for r in records for p in r["parses_free_candidates"])
+        out["seconds_per_task_unconstrained"] = round(statistics.mean(r["seconds_free"] for r in records), 3)
+    out["exact_match"] = _rate(r["exact"] for r in records)
+    out["exact_match_lines"] = _rate(r["exact_lines"] for r in records)
+    steps = [r["steps"] for r in records]
+    out["median_steps"] = statistics.median(steps) if steps else None
+    out["p90_steps"] = _percentile(steps, 0.9)
+    out["mean_steps_all_candidates"] = round(statistics.mean(s for r in records for s in r["steps_all"]), 2) \
+        if records else None
+    out["seconds_per_task"] = round(statistics.mean(r["seconds_search"] for r in records), 3) if n else None
+    out["sandbox_seconds_per_task"] = round(statistics.mean(r["seconds_sandbox"] for r in records), 3) if n else None
+    if "model" in modes:  # pass rate (model mode, sample 0) of the tasks done within s steps, s = 1 .. max_steps
+        out["passed_within_steps"] = [_rate(r["pass_model"] and r["steps"] <= s for r in records)
+                                      for s in range(1, max_steps + 1)]
+    return out
+
+
+def run_harness(sets: dict, timeout: float, isolation: str, progress: Callable[[], None] | None = None) -> dict:
+    """Every evaluated task's canonical solution through the same check; the harness is proven when all pass."""
+    out = {}
+    for name, (_, tasks) in sets.items():
+        t0 = time.perf_counter()
+        failed = []
+        for task in tasks:
+            check = check_program(task, task.canonical_solution, timeout=timeout, isolation=isolation)
+            if not check.passed:
+                failed.append({"task_id": task.task_id, "status": check.status, "reason": check.result.reason})
+            if progress:
+                progress()
+        out[name] = {"tasks": len(tasks), "passed": len(tasks) - len(failed), "failed": failed,
+                     "seconds": round(time.perf_counter() - t0, 2)}
+    return out
+
+
+def run_eval(lm, sets: dict, samples: int = 4, modes: Sequence[str] = ("model", "verified"), seed: int = 0,
+             max_hole_tokens: int = 64, baseline: bool = True, timeout: float = 10.0, isolation: str = "auto",
+             progress: Callable[[str, int], None] | None = None) -> dict:
+    """The eval of `sets` ({name: (file, tasks)}); `progress(stage, n)` after each task."""
+    t0 = time.perf_counter()
+    harness = run_harness(sets, timeout, isolation, (lambda: progress("harness", 1)) if progress else None)
+    searcher = Searcher(lm)
+    free = Searcher(lm, engine=searcher.engine, constrain=False) if baseline else None
+    max_steps = searcher.engine.sampler.config.max_denoising_steps
+    report: dict = {
+        "model": _display(lm.path),
+        "parameters": sum(p.numel() for p in lm.model.parameters()),
+        "canvas_length": lm.canvas_length,
+        "samples": samples,
+        "modes": list(modes),
+        "seed": seed,
+        "max_hole_tokens": max_hole_tokens,
+        "baseline": baseline,
+        "sampler": searcher.engine.sampler.config.model_dump(),
+        "machine": f"{platform.machine()}, torch threads {_threads()}",
+        "harness": harness,
+        "sets": {},
+    }
+    for name, (path, tasks) in sets.items():
+        single = "singleline" in name.lower()
+        records = []
+        for task in tasks:
+            records.append(eval_task(task, single, searcher, free, samples, max_hole_tokens, seed, modes, timeout,
+                                     isolation))
+            if progress:
+                progress(name, 1)
+        report["sets"][name] = {"file": _display(path), "single_line": single,
+                                "summary": summarise(records, samples, modes, max_steps), "tasks": records}
+    report["summary"] = overall(report, samples, modes, max_steps)
+    report["seconds"] = round(time.perf_counter() - t0, 1)
+    return report
+
+
+def overall(report: dict, samples: int, modes: Sequence[str], max_steps: int) -> dict:
+    records = [r for s in report["sets"].values() for r in s["tasks"]]
+    out = summarise(records, samples, modes, max_steps)
+    out.pop("passed_within_steps", None)
+    out["harness_passed"] = sum(h["passed"] for h in report["harness"].values())
+    out["harness_tasks"] = sum(h["tasks"] for h in report["harness"].values())
+    return out
+
+
+def json_summary(report: dict) -> dict:
+    """The one object `--json` prints: the whole run's summary, and each set's."""
+    pick = lambda s: {k: v for k, v in s.items() if k not in ("passed_within_steps", "model_top_of_k",  # noqa: E731
+                                                              "pass_at_k_curve")}
+    return {**pick(report["summary"]), "mode": "+".join(report["modes"]), "samples": report["samples"],
+            "model": report["model"], "seconds": report["seconds"],
+            "sets": {name: pick(s["summary"]) for name, s in report["sets"].items()}}
+
+
+def _display(path) -> str:
+    if path is None:
+        return "in-memory"
+    try:
+        return str(Path(path).resolve().relative_to(Path.cwd()))
+    except ValueError:
+        return str(path)
+
+
+def _threads() -> int:
+    import torch
+
+    return torch.get_num_threads()
+
+
+def _pct(x) -> str:
+    return "—" if x is None else f"{100 * x:.1f} %"
+
+
+def write_report(report: dict, out_dir: str | Path, command: str) -> list[Path]:
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    report = {**report, "command": command}
+    json_path = out_dir / "infill.json"
+    json_path.write_text(json.dumps(report, indent=1))
+    K = report["samples"]
+    ks = sorted({k for k in K_POINTS if k <= K} | {K})
+    lines = [
+        "# Code infilling eval (HumanEval-infilling)",
+        "",
+        f"Command: `{command}`  ",
+        f"Model: `{report['model']}` ({report['parameters'] / 1e6:.2f}M parameters, canvas {report['canvas_length']}); "
+        f"K = {K} samples per task (seeds {report['seed']}..{report['seed'] + K - 1}), holes of at most "
+        f"{report['max_hole_tokens']} tokens; {report['machine']}; {report['seconds']:.0f} s in all.",
+        "",
+        "Sampler (the checkpoint's generation_config): "
+        + ", ".join(f"{k} {v}" for k, v in report["sampler"].items()) + ".",
+        "",
+        "Harness: the canonical solutions through the same sandboxed check first — "
+        + "; ".join(f"{name}: {h['passed']}/{h['tasks']} pass" for name, h in report["harness"].items()) + ".",
+        "",
+        "`pass@1 (model)`: sample 0 alone, model mode; `top of K (model)`: the best-scoring of the K samples; "
+        "`pass@k (verified)`: verified mode with k samples returns code that passes (some sample of the first k "
+        "parses and passes); parse rates of the model-mode samples with the template's constraints and without "
+        "them (slot left free; same model, seeds and lengths), and of what verified mode returns; exact match and "
+        "steps of sample 0; seconds per task: the batched search of all K samples × lengths (constrained) / the "
+        "unconstrained baseline / the sandbox checks.",
+        "",
+        "| set | tasks | pass@1 (model) | top of K (model) | "
+        + " | ".join(f"pass@{k} (verified)" for k in ks)
+        + " | parse (constrained) | parse (free) | verified returns parse | exact | exact (lines) | median steps | "
+        "p90 steps | s / task (search / free / sandbox) |",
+        "|---|---:|---:|---:|" + "---:|" * len(ks) + "---:|---:|---:|---:|---:|---:|---:|---|",
+    ]
+    for name, s in [*report["sets"].items(), ("all", {"summary": report["summary"]})]:
+        m = s["summary"]
+        pak = m.get("pass_at_k") or {}
+        lines.append(
+            f"| {name} | {m['tasks']} | {_pct(m.get('pass_at_1'))} | {_pct(m.get('model_top_k'))} | "
+            + " | ".join(_pct(pak.get(str(k))) for k in ks)
+            + f" | {_pct(m['parse_rate'])} | {_pct(m.get('parse_rate_unconstrained'))} | "
+            f"{_pct(m.get('verified_returned_parse_rate'))} | {_pct(m['exact_match'])} | "
+            f"{_pct(m['exact_match_lines'])} | {m['median_steps']} | {m['p90_steps']} | "
+            f"{m['seconds_per_task']:.1f} / {m.get('seconds_per_task_unconstrained', float('nan')):.1f} / "
+            f"{m['sandbox_seconds_per_task']:.1f} |"
+        )
+    lines += [
+        "",
+        "Every candidate (all slot lengths): parse rate "
+        + "; ".join(f"{name} {_pct(s['summary']['parse_rate_candidates'])} constrained, "
+                    f"{_pct(s['summary'].get('parse_rate_candidates_unconstrained'))} free"
+                    for name, s in report["sets"].items()) + ".",
+        "",
+        "![pass rate vs steps and vs K](infill.png)",
+        "",
+    ]
+    md_path = out_dir / "infill.md"
+    md_path.write_text("\n".join(lines))
+    png_path = out_dir / "infill.png"
+    _plot(report, png_path)
+    return [json_path, md_path, png_path]
+
+
+def _plot(report: dict, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (a, b) = plt.subplots(1, 2, figsize=(11, 4.2))
+    K = report["samples"]
+    for name, s in report["sets"].items():
+        m = s["summary"]
+        within = m.get("passed_within_steps")
+        if within:
+            a.plot(range(1, len(within) + 1), [100 * v for v in within], label=name)
+        curve = m.get("pass_at_k_curve")
+        if curve:
+            (line,) = b.plot(range(1, K + 1), [100 * v for v in curve], marker="o", label=f"{name}: verified pass@k")
+            top = m.get("model_top_of_k")
+            if top:
+                b.plot(range(1, K + 1), [100 * v for v in top], linestyle="--", color=line.get_color(),
+                       label=f"{name}: model mode, top of k")
+        elif m.get("model_top_of_k"):
+            b.plot(range(1, K + 1), [100 * v for v in m["model_top_of_k"]], linestyle="--",
+                   label=f"{name}: model mode, top of k")
+    a.set_xlabel("denoising steps (sample 0)")
+    a.set_ylabel("tasks passed within that many steps (%)")
+    a.set_title("pass@1 (model mode) vs steps")
+    b.set_xlabel("K (samples)")
+    b.set_ylabel("pass rate (%)")
+    b.set_title("pass rate vs K")
+    b.set_xscale("log", base=2)
+    for ax in (a, b):
+        ax.grid(alpha=0.3)
+        ax.set_ylim(bottom=0)
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)

@@ -1,0 +1,340 @@
+"""What a hole may hold, as a regular language: the regex of a hole's slot (`CanvasTemplate.from_regex`).
+
+The template says what a regular language can say about a hole in its surroundings, read off the code around it
+(a light scanner of Python's strings, comments and brackets; nothing is executed):
+
+- **lines**: an inline hole holds no newline; a whole-line hole is whole lines, each ending with a newline (exactly
+  one line with `single_line`).
+- **indentation** (whole-line holes, in the file's indentation character; a file that mixes tabs and spaces gets no
+  rule): the first line starts at one of the indentation levels open after the code before the hole (the previous
+  statement's, or an enclosing block's — an `else:` goes back a level), or deeper than the previous statement when
+  that opens a block with `:`; with a marker, exactly at the marker's indentation. Every later line starts at least
+  as deep as the body of the enclosing top-level statement (a `def`, a `class`) while the code after the hole is
+  still in that body (as deep as the next statement otherwise). Blank lines, continuation lines inside brackets and
+  after a backslash are free.
+- **brackets**: (), [] and {} are balanced within the hole, each closed by its own kind, to a nesting depth of at
+  most `depth` (default 4: 99.6 % of HumanEval's lines nest no deeper), outside strings and comments. Where the code
+  before the hole leaves brackets open and the code after it closes them, the hole may close some of those and open
+  the ones the suffix goes on to close (at most 3 either way); where they do not match, the hole is balanced on its
+  own.
+- **tokens of code**: outside strings and comments only printable ASCII (no tab in a file indented with spaces);
+  strings are one-line '...' or "..." with escapes (a triple-quoted string within a line reads as adjacent ones; one
+  that spans lines cannot be in a hole — it would make the automaton ambiguous and large), holding any character but
+  control characters; a comment runs to the end of its line.
+- **not blank**: a hole holds at least one character other than spaces, tabs and newlines.
+- a hole inside a string (the code before it ends inside one) only gets the line rule.
+
+Only tokens the tokenizer can spell enter a slot: the slot's automaton is built over the tokenizer's tokens from
+this language (special tokens never match; byte tokens only where they complete characters), and pads end it.
+
+Checked against HumanEval-infilling: the canonical fill of every task matches its hole's regex except the 19 (of
+6,848) whose brackets nest deeper than 4 (tests/test_infill.py). What a regular language cannot say — that the
+code parses as a whole, or passes its tests — the checks decide (`tasks.infill.search`).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+OPENERS = {"(": ")", "[": "]", "{": "}"}
+CLOSERS = {")": "(", "]": "[", "}": "{"}
+MAX_OPEN = 3  # brackets the hole may close of the prefix's, or open for the suffix
+
+
+@dataclass
+class Scan:
+    """The state at the end of a text scanned as Python: open brackets, an unfinished string, closers without an
+    opener (a suffix closes what its prefix opened), and the logical lines (start, indentation, code without
+    comments) that begin at bracket depth 0 outside strings."""
+
+    stack: list[str]
+    quote: str | None
+    unmatched: list[str]
+    mismatched: bool
+    lines: list[tuple[int, str, str]]
+
+
+def scan(text: str) -> Scan:
+    stack: list[str] = []
+    unmatched: list[str] = []
+    mismatched = False
+    quote = None
+    lines: list[tuple[int, str, str]] = []
+    code: list[str] = []  # the current logical line without comments
+    line_start = 0
+    i, n = 0, len(text)
+
+    def close_line(end: int) -> None:
+        first = text[line_start:end].split("\n", 1)[0]
+        indent = first[: len(first) - len(first.lstrip(" \t"))]
+        lines.append((line_start, indent, "".join(code)))
+
+    while i < n:
+        c = text[i]
+        if quote is not None:
+            if c == "\\":
+                code.append(text[i: i + 2])
+                i += 2
+                continue
+            if text.startswith(quote, i):
+                code.append(quote)
+                i += len(quote)
+                quote = None
+                continue
+            if c == "\n" and len(quote) == 1:  # an unterminated one-line string ends with its line (a syntax error)
+                quote = None
+                continue
+            code.append(c)
+            i += 1
+            continue
+        if c == "#":
+            end = text.find("\n", i)
+            i = n if end < 0 else end
+            continue
+        if c in "'\"":
+            quote = c * 3 if text.startswith(c * 3, i) else c
+            code.append(quote)
+            i += len(quote)
+            continue
+        if c in OPENERS:
+            stack.append(c)
+        elif c in CLOSERS:
+            if stack and stack[-1] == CLOSERS[c]:
+                stack.pop()
+            elif stack:
+                mismatched = True
+                stack.pop()
+            else:
+                unmatched.append(c)
+        if c == "\n" and not stack:
+            if not (code and code[-1] == "\\"):  # (a backslash continues the logical line)
+                close_line(i)
+                code = []
+                line_start = i + 1
+                i += 1
+                continue
+        code.append(c)
+        i += 1
+    if line_start < n or not lines:
+        close_line(n)
+    return Scan(stack, quote, unmatched, mismatched, lines)
+
+
+def _statements(lines: list[tuple[int, str, str]]) -> list[tuple[str, str]]:
+    """(indentation, code) of the logical lines that hold code (not blank, not only a comment)."""
+    return [(indent, code.strip()) for _, indent, code in lines if code.strip()]
+
+
+@dataclass(frozen=True)
+class HoleContext:
+    """What the code around a hole says about it (see the module docstring)."""
+
+    whole_line: bool
+    single_line: bool
+    in_string: bool = False
+    unit: str | None = " "  # the indentation character; None: the file mixes tabs and spaces (no rule)
+    first_indent: str | None = None  # exactly this indentation on the first line (a marker's)
+    first_levels: tuple[int, ...] = ()  # else exactly one of these many units on the first line ...
+    first_deeper: int | None = None  # ... or at least this many (after a line that opens a block)
+    block: int = 0  # every later line at depth 0 at least this many units
+    open_before: tuple[str, ...] = ()  # brackets the prefix leaves open
+    closed_after: tuple[str, ...] = ()  # closers of the suffix without an opener in it
+
+
+def _unit(*texts: str) -> str | None:
+    tabs = spaces = False
+    for text in texts:
+        for line in text.split("\n"):
+            lead = line[: len(line) - len(line.lstrip(" \t"))]
+            if not line.strip():
+                continue
+            tabs |= "\t" in lead
+            spaces |= " " in lead
+    if tabs and spaces:
+        return None
+    return "\t" if tabs else " "
+
+
+def _levels(widths: list[int]) -> list[int]:
+    """The indentation levels open after statements of these indentations (Python's indentation stack)."""
+    stack = [0]
+    for w in widths:
+        if w > stack[-1]:
+            stack.append(w)
+        else:
+            while len(stack) > 1 and stack[-1] > w:
+                stack.pop()
+    return stack
+
+
+def hole_context(prefix: str, suffix: str, whole_line: bool, indent: str | None = None,
+                 single_line: bool = False) -> HoleContext:
+    """The context of a hole between `prefix` and `suffix` (see `tasks.infill.holes` for the two kinds).
+
+    Indentation of a whole-line hole, in units of the file's indentation character: its first line starts at one of
+    the levels open after the prefix (the previous statement's, or an enclosing block's: an `else:` goes back one), or
+    deeper than the previous statement when that opens a block — or exactly at a marker's indentation. Its other lines
+    stay inside the block the hole is in: at least as deep as the body of the enclosing top-level statement (a `def`,
+    a `class`) while the code after the hole is still in that body (as deep as the next statement otherwise)."""
+    before = scan(prefix)
+    if before.quote is not None:
+        return HoleContext(whole_line, single_line or not whole_line, in_string=True)
+    after = scan(suffix)
+    opened = tuple(before.stack) if not before.mismatched else ()
+    closed = tuple(after.unmatched) if after.quote is None else ()
+    if not whole_line:
+        return HoleContext(False, True, open_before=opened, closed_after=closed)
+    unit = _unit(prefix, suffix, indent or "")
+    if indent is not None and unit is not None and indent.strip(unit):
+        unit = None  # the marker's indentation mixes characters the file does not use
+    if unit is None:
+        return HoleContext(True, single_line, unit=None, open_before=opened, closed_after=closed)
+    statements = _statements(before.lines)
+    nexts = _statements(after.lines)
+    widths = [len(ind) for ind, _ in statements]
+    nxt = len(nexts[0][0]) if nexts else None
+    top = max((i for i, w in enumerate(widths) if w == 0), default=-1)
+    inside_top = 0 <= top and statements[top][1].endswith(":")
+    body = min(widths[top + 1:], default=0) if inside_top else 0  # the enclosing top-level block's body
+    block = 0 if nxt is None else min(body, nxt)
+    levels = [w for w in _levels(widths) if w >= block]
+    deeper = widths[-1] + 1 if statements and statements[-1][1].endswith(":") else None
+    if deeper is not None:  # a block was opened: its body comes first
+        levels = []
+    if indent is not None:
+        return HoleContext(True, single_line, unit=unit, first_indent=indent, block=min(block, len(indent)),
+                           open_before=opened, closed_after=closed)
+    return HoleContext(True, single_line, unit=unit, first_levels=tuple(levels), first_deeper=deeper, block=block,
+                       open_before=opened, closed_after=closed)
+
+
+# -- the regex --------------------------------------------------------------------------------------------------------
+
+_CONTROL = r"\x00-\x08\x0b-\x1f\x7f"  # control characters (but tab and newline): no source holds them
+
+
+def _ascii_class(excluded: str) -> str:
+    """A character class of tab and printable ASCII but `excluded`: code outside strings and comments (a non-ASCII
+    identifier is legal Python but rare; inside strings and comments any character but a control one goes)."""
+    kept = "".join(chr(c) for c in [9, *range(0x20, 0x7F)] if chr(c) not in excluded)
+    return "[" + "".join("\\" + c if c in "\\]^-[" else c for c in kept) + "]"
+
+
+_PLAIN = _ascii_class("()[]{}'\"#\\")  # code: no bracket, quote, comment sign or backslash
+_PLAIN_NO_TAB = _ascii_class("()[]{}'\"#\\\t")  # ... nor a tab (in a file indented with spaces)
+_SOLID = _ascii_class("()[]{}'\"#\\ \t")  # ... nor blank
+_STRINGS = tuple(rf"{q}(?:[^{q}\\\n{_CONTROL}]|\\[^\n{_CONTROL}])*{q}" for q in "'\"")
+_COMMENT = rf"#[^\n{_CONTROL}]*"
+_CONTINUATION = r"\\\n"  # a backslash that continues the line (multi-line holes)
+
+
+def _first_indent(ctx: HoleContext) -> str:
+    """The first line's indentation (what follows it is not blank)."""
+    if ctx.first_indent is not None:
+        return re.escape(ctx.first_indent)
+    if ctx.unit is None:
+        return r"[ \t]*"
+    u = re.escape(ctx.unit)
+    options = [f"{u}{{{w}}}" if w else "" for w in ctx.first_levels]
+    if ctx.first_deeper is not None:
+        options.append(f"{u}{{{ctx.first_deeper}}}{u}*")
+    if not options:
+        return f"{u}*"
+    return "(?:" + "|".join(options) + ")"
+
+
+class _Builder:
+    def __init__(self, ctx: HoleContext, depth: int):
+        self.ctx, self.depth = ctx, depth
+        self.multiline = ctx.whole_line and not ctx.single_line
+        self._content: dict[tuple[int, bool], str] = {}
+
+    def newline(self, inside: bool) -> str | None:
+        if not self.multiline:
+            return None
+        if inside or self.ctx.unit is None:
+            return r"\n"
+        u = re.escape(self.ctx.unit)
+        return rf"\n(?:{u}*\n)*" + (f"{u}{{{self.ctx.block}}}" if self.ctx.block else "")
+
+    def atoms(self, depth: int, inside: bool, solid: bool = False) -> list[str]:
+        atoms = [_SOLID if solid else (_PLAIN_NO_TAB if self.ctx.unit == " " else _PLAIN), *_STRINGS]
+        if self.multiline and not solid:
+            atoms.append(_CONTINUATION)
+        nl = self.newline(inside)
+        if nl is not None:
+            # a comment runs to the end of its line: one atom with the newline that ends it (a comment that could
+            # stop anywhere would let the automaton read its rest as code too, and its states multiply)
+            atoms.append(_COMMENT + nl)
+            if not solid:
+                atoms.append(nl)
+        if depth > 0:
+            inner = self.content(depth - 1, True)
+            atoms += [rf"\({inner}\)", rf"\[{inner}\]", rf"\{{{inner}\}}"]
+        return atoms
+
+    def content(self, depth: int, inside: bool) -> str:
+        key = (depth, inside)
+        if key not in self._content:
+            self._content[key] = "(?:" + "|".join(self.atoms(depth, inside)) + ")*"
+        return self._content[key]
+
+    def solid_start(self, depth: int, inside: bool, lead: bool = True) -> str:
+        """Blank space (unless not `lead`), then something that is not blank, then anything: a non-blank span."""
+        start = r"[ \t]*" if lead else ""
+        return start + "(?:" + "|".join(self.atoms(depth, inside, solid=True)) + ")" + self.content(depth, inside)
+
+    def sequence(self, k: int, opens: tuple[str, ...], lead: bool = True) -> str:
+        """Close k of the prefix's open brackets, then open `opens`, with balanced content between."""
+        level = len(self.ctx.open_before)
+        depth = self.depth
+        parts = []
+        if k + len(opens) == 0:
+            parts.append(self.solid_start(depth, level > 0, lead))
+        else:
+            parts.append(self.content(depth, level > 0))
+        for j in range(k):
+            closer = OPENERS[self.ctx.open_before[level - 1 - j]]
+            parts.append(re.escape(closer) + self.content(depth, level - 1 - j > 0))
+        for j, opener in enumerate(opens):
+            parts.append(re.escape(opener) + self.content(depth, True))
+        return "".join(parts)
+
+
+def _choices(ctx: HoleContext) -> list[tuple[int, tuple[str, ...]]]:
+    """The (k, opened) pairs that take the prefix's open brackets to the ones the suffix closes."""
+    P, Q = list(ctx.open_before), list(ctx.closed_after)
+    if len(P) > 8 or len(Q) > 8:
+        return [(0, ())]
+    out = []
+    for k in range(0, min(len(P), MAX_OPEN) + 1):
+        rest = P[: len(P) - k]
+        r = len(Q) - len(rest)
+        if r < 0 or r > MAX_OPEN:
+            continue
+        opened = tuple(CLOSERS[q] for q in reversed(Q[:r]))  # the last opened is closed first
+        stack = rest + list(opened)
+        if all(OPENERS[stack[-1 - i]] == q for i, q in enumerate(Q)):
+            out.append((k, opened))
+    return out or [(0, ())]
+
+
+def hole_regex(ctx: HoleContext, depth: int = 4) -> str:
+    """The regex of everything the hole may hold (see the module docstring)."""
+    if ctx.in_string:
+        if ctx.whole_line:
+            line = r"[^\n]*[^ \t\n][^\n]*\n"
+            return line if ctx.single_line else rf"(?:[^\n]*\n)*{line}(?:[^\n]*\n)*"
+        return r"[^\n]*[^ \t\n][^\n]*"
+    b = _Builder(ctx, depth)
+    # a whole-line hole's first line starts with its indentation (`_first_indent`), then code
+    lead = not (ctx.whole_line and ctx.unit is not None and not ctx.open_before)
+    body = "|".join(f"(?:{b.sequence(k, opened, lead)})" for k, opened in _choices(ctx))
+    # the last line may end with a comment, or be one
+    blank = r"[ \t]*" if lead else ""
+    body = f"(?:(?:{body})(?:{_COMMENT})?|{blank}{_COMMENT})"
+    if not ctx.whole_line:
+        return body
+    first = "" if ctx.open_before else _first_indent(ctx)
+    return f"{first}{body}\\n"

@@ -1,0 +1,326 @@
+"""Code infilling: hole markers, the hole's language, templates on a canvas, the length search as one batch, several
+holes, and verified mode with tests run in the sandbox (a tiny random code model; CPU)."""
+
+from __future__ import annotations
+
+import os
+import re
+
+import pytest
+import torch
+
+from diffreason.errors import DiffreasonError
+from diffreason.tasks.infill import grammar, holes
+from diffreason.tasks.infill.holes import InfillInputError, parse_code, parse_pair
+from diffreason.tasks.infill.humaneval import default_task_files, load_tasks
+from diffreason.tasks.infill.layout import encode
+
+HAVE_SHARED = all(p.is_file() for p in default_task_files().values())
+
+
+@pytest.fixture(scope="module", autouse=True)
+def one_thread():
+    """These models are tiny: one torch thread (on a busy 2-core machine, two ran several times slower)."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+@pytest.fixture(scope="module")
+def code_lm():
+    """A randomly initialised code model of the shipped layout (128-token canvas), the smallest shapes."""
+    from diffreason.tasks.infill.corpus import PRESETS, build_code_model
+    from diffreason.tokenizer import train_byte_bpe
+
+    return build_code_model(train_byte_bpe(), seed=0, preset=PRESETS["code-tiny"])
+
+
+# -- markers ----------------------------------------------------------------------------------------------------------
+
+
+def test_markers_whole_line_and_inline():
+    code = parse_code("def f(x):\n    <|hole|>\n    return y\nz = <|hole:5|>  # note\n")
+    first, second = code.holes
+    assert first.whole_line and first.indent == "    " and (first.line, first.column) == (2, 5)
+    assert not second.whole_line and second.max_tokens == 5 and second.line == 4
+    assert code.segments == ("def f(x):\n", "    return y\nz = ", "  # note\n")
+    assert code.fill(["    y = x\n", "1"]) == "def f(x):\n    y = x\n    return y\nz = 1  # note\n"
+    assert code.prefix(1, ["    y = x\n"]) == "def f(x):\n    y = x\n    return y\nz = "
+    assert code.suffix(0) == "    return y\nz = "  # up to the next hole
+    pair = parse_pair("def f():\n", "    return 1\n")
+    assert pair.holes[0].whole_line and pair.holes[0].indent is None
+    assert not parse_pair("x = ", "\n").holes[0].whole_line
+
+
+@pytest.mark.parametrize("text, message", [
+    ("x = 1\n", "has no hole"),
+    ("x = <|hole\n", "line 1 column 5: unbalanced hole marker"),
+    ("x = <|hole|\n", "unbalanced hole marker"),
+    ("a\nx = <|hole<|hole|>|>\n", "line 2 column 5: a hole marker nested in another"),
+    ("x = <|hole|><|/hole|>\n", "a closing marker"),
+    ("x = <|hole:0|>\n", "bounds the hole to no token"),
+    ("x = <|hole:x|>\n", "unbalanced hole marker"),
+])
+def test_bad_markers(text, message):
+    with pytest.raises(InfillInputError, match=re.escape(message)):
+        parse_code(text)
+
+
+def test_marker_longer_than_the_canvas():
+    with pytest.raises(InfillInputError, match="longer than the canvas allows"):
+        parse_code("x = <|hole:500|>\n", max_marker_tokens=128)
+
+
+def test_files_and_tests_are_checked(tmp_path):
+    (tmp_path / "latin1.py").write_bytes(b"# caf\xe9\nx = <|hole|>\n")
+    with pytest.raises(InfillInputError, match="is not UTF-8 text .* on line 1"):
+        holes.read_code_file(tmp_path / "latin1.py")
+    with pytest.raises(InfillInputError, match="no such file"):
+        holes.read_code_file(tmp_path / "missing.py")
+    with pytest.raises(InfillInputError, match="do not parse"):
+        holes.check_tests("assert (")
+    holes.check_tests("assert f(1) == 2\n")
+
+
+# -- the hole's language ----------------------------------------------------------------------------------------------
+
+
+def _regex(prefix, suffix, single=False, depth=4):
+    code = parse_pair(prefix, suffix)
+    h = code.holes[0]
+    return grammar.hole_regex(grammar.hole_context(prefix, suffix, h.whole_line, h.indent, single), depth)
+
+
+def test_language_of_whole_line_holes():
+    prefix = "def f(xs):\n    total = 0\n    for x in xs:\n        if x:\n            total += x\n"
+    suffix = "    return total\n"
+    rx = _regex(prefix, suffix, single=True)
+    for good in ("        else:\n", "            total -= 1\n", "    total = 1  # (x)\n", "            print(')')\n"):
+        assert re.fullmatch(rx, good), good
+    for bad in ("total = 1\n",  # dedented below the function's body
+                "  total = 1\n",  # not a level that is open
+                "        total = (1\n",  # unbalanced
+                "        total = 1\n        total = 2\n",  # two lines in a single-line hole
+                "        total = 1",  # no newline at its end
+                "        \n", "    x = [1)\n", "    x = 1\t+ 2\n"):
+        assert not re.fullmatch(rx, bad), bad
+    multi = _regex(prefix, suffix)
+    assert re.fullmatch(multi, "            total += 1\n\n        else:\n            total = (\n1)\n")
+    assert not re.fullmatch(multi, "            total += 1\ntotal = 2\n")  # out of the function
+    opened = _regex("def f():\n    if x:\n", "    return 1\n", single=True)
+    assert re.fullmatch(opened, "        y = 1\n") and not re.fullmatch(opened, "    y = 1\n")
+
+
+def test_language_of_inline_holes_and_open_brackets():
+    rx = _regex("x = f(", ")\n")
+    for good in ("1, 2", "a)(b", "[1, (2)]", "'('", "g(h(i(j())))"):
+        assert re.fullmatch(rx, good), good
+    for bad in ("1\n", "(", "]", "  ", "", "g(h(i(j(k()))))"):  # newline, unbalanced, blank, deeper than 4
+        assert not re.fullmatch(rx, bad), bad
+    assert re.fullmatch(_regex("x = 1 + ", "\n"), "2  # a comment (unbalanced")
+    in_string = _regex('x = "', '"\n')
+    assert re.fullmatch(in_string, "any ( text") and not re.fullmatch(in_string, "a\nb")
+
+
+@pytest.mark.skipif(not HAVE_SHARED, reason="needs ../shared/humaneval_infilling")
+def test_humaneval_canonical_fills_are_in_their_holes_language():
+    """Every 20th task of both sets: the canonical solution matches its hole's regex unless its brackets nest deeper
+    than the bound."""
+    missed = []
+    for name, path in default_task_files().items():
+        for task in load_tasks(path)[::20]:
+            rx = _regex(task.prompt, task.suffix, single=name.startswith("Single"))
+            if not re.fullmatch(rx, task.canonical_solution):
+                missed.append(task)
+    for task in missed:
+        depth = level = 0
+        for c in task.canonical_solution:
+            level += (c in "([{") - (c in ")]}")
+            depth = max(depth, level)
+        assert depth > 4, task.task_id
+
+
+def test_the_slot_automaton_takes_the_canonical_tokens(code_lm):
+    """The language as a token slot: HumanEval/0's canonical line, tokenized on its own, fills the slot exactly."""
+    from diffreason.canvas import CanvasTemplate
+
+    prefix = 'def has_close_elements(numbers, threshold):\n    """doc"""\n'
+    hole, suffix = "    for idx, elem in enumerate(numbers):\n", "        if elem < threshold:\n"
+    rx = _regex(prefix, suffix, single=True)
+    tok = code_lm.tokenizer
+    ids = encode(tok, hole)
+    template = CanvasTemplate.from_regex(rx, tok, 32)
+    assert template.violations(ids + [tok.pad_token_id] * (32 - len(ids))) == []
+    assert template.violations(encode(tok, "    for x in (1:\n") + [tok.pad_token_id] * 20)  # unbalanced
+
+
+# -- templates and the search on a canvas -----------------------------------------------------------------------------
+
+
+class Spy:
+    """The engine's generate_batch, recorded (the engine and model stay real)."""
+
+    def __init__(self, engine):
+        self.calls = []
+        self.real = engine.generate_batch
+        engine.generate_batch = self
+
+    def __call__(self, requests, **kwargs):
+        results = self.real(requests, **kwargs)
+        self.calls.append((list(requests), results))
+        return results
+
+
+def _searcher(lm):
+    from diffreason.tasks.infill.search import Searcher
+
+    searcher = Searcher(lm, max_steps=6)
+    return searcher, Spy(searcher.engine)
+
+
+def test_templates_single_line_suffix_and_pads(code_lm):
+    from diffreason.tasks.infill.search import run_infill
+
+    tok, C = code_lm.tokenizer, code_lm.canvas_length
+    suffix = "  # the answer\nprint(x)\n" * 20  # more than the canvas holds
+    code = parse_code("x = <|hole|>" + suffix)
+    searcher, spy = _searcher(code_lm)
+    result = run_infill(code_lm, code, samples=3, lengths=(8, 16), engine=searcher.engine)
+    (requests, results), = spy.calls
+    assert len(requests) == 6  # 3 samples x 2 lengths, one batch
+    fixed_suffix = encode(tok, suffix)
+    for req, res in zip(requests, results):
+        L = next(s.length for s in req.template.slots)
+        room = C - L
+        assert res.raw_tokens[L:C] == fixed_suffix[:room]  # the suffix's tokens, fixed, as many as fit
+        assert req.template.fixed[L:].tolist() == fixed_suffix[:room]
+        slot = res.raw_tokens[:L]
+        pad = tok.pad_token_id
+        n = slot.index(pad) if pad in slot else L
+        assert all(t == pad for t in slot[n:])  # pads end the hole: nothing after the first pad
+        assert n >= 1 and "\n" not in tok.decode(slot[:n])  # an inline hole never holds a newline
+        assert req.template.violations(res.raw_tokens[:C]) == []
+    assert result.holes[0].suffix_cut == len(fixed_suffix) - (C - result.holes[0].length)
+    assert "\n" not in result.holes[0].text and result.code.startswith("x = " + result.holes[0].text + "  # the")
+
+
+def test_single_line_whole_line_holes_hold_one_line(code_lm):
+    from diffreason.tasks.infill.search import run_infill
+
+    code = parse_pair("def f(a):\n    b = a\n", "    return b\n")
+    result = run_infill(code_lm, code, samples=4, lengths=(16,), single_line=True, max_steps=6)
+    for c in result.candidates:
+        assert c.text.endswith("\n") and c.text.count("\n") == 1, c.text
+        assert re.match(r"    \S", c.text)  # the level the previous statement is at (the only one open past 0)
+
+
+def test_length_search_is_one_batch_and_names_its_choice(code_lm):
+    from diffreason.tasks.infill.search import run_infill
+
+    code = parse_code("def f(a):\n    <|hole|>\n    return b\n")
+    searcher, spy = _searcher(code_lm)
+    result = run_infill(code_lm, code, samples=2, engine=searcher.engine)  # the training lengths 16..64
+    assert len(spy.calls) == 1
+    requests, _ = spy.calls[0]
+    assert sorted({(r.seed, next(s.length for s in r.template.slots)) for r in requests}) == [
+        (seed, L) for seed in (0, 1) for L in (16, 32, 48, 64)]
+    hole = result.holes[0]
+    assert hole.lengths == [16, 32, 48, 64]
+    mine = [c for c in result.candidates if c.sample == hole.candidate]
+    assert hole.score == max(c.score for c in mine) and hole.length in (16, 32, 48, 64)
+    assert f"length {hole.length}" in hole.why and "mode model" in result.why
+    assert result.mode == "model" and result.samples == 2 and result.checked == 1
+    assert len(hole.steps) == 1 and 1 <= hole.steps[0] <= code_lm.sampler_config.max_denoising_steps
+    assert result.ranking[0].index == result.candidate and result.ranking[0].score >= result.ranking[1].score
+
+
+def test_several_holes_left_to_right(code_lm):
+    from diffreason.tasks.infill.search import run_infill
+
+    code = parse_code("a = <|hole|>\nb = a + 1\nc = <|hole|>\n")
+    searcher, spy = _searcher(code_lm)
+    result = run_infill(code_lm, code, samples=2, lengths=(8,), engine=searcher.engine)
+    assert len(spy.calls) == 2  # one batch per hole
+    tok = code_lm.tokenizer
+    (first, first_results), (second, _) = spy.calls
+    for j in range(2):
+        fill = result.ranking[[s.index for s in result.ranking].index(j)].texts[0]
+        prompt = list(second[j].prompt)
+        assert prompt == [tok.bos_token_id] + encode(tok, "a = " + fill + "\nb = a + 1\nc = ")
+        # the first hole's canvas shows the code up to the next hole, not past it
+        assert first_results[j].raw_tokens[8:8 + len(encode(tok, "\nb = a + 1\nc = "))] == encode(
+            tok, "\nb = a + 1\nc = ")
+    assert result.code == code.fill([h.text for h in result.holes])
+    assert [h.index for h in result.holes] == [0, 1] and len(result.steps) == 2
+
+
+def test_unconstrained_baseline_leaves_the_slot_free(code_lm):
+    from diffreason.tasks.infill.search import run_infill
+
+    code = parse_code("x = <|hole|>\n")
+    searcher, spy = _searcher(code_lm)
+    from diffreason.tasks.infill.search import Searcher
+
+    free = Searcher(code_lm, engine=searcher.engine, constrain=False)
+    found = free.search(code, 0, [[]], [0], [8])
+    (requests, _), = spy.calls
+    assert requests[0].template.slots == () and (requests[0].template.fixed[:8] == -1).all()
+    assert found.by_sample[0][0].parses is not None
+    with pytest.raises(InfillInputError, match="longer than the model's canvas"):
+        run_infill(code_lm, code, max_hole_tokens=500)
+
+
+# -- verified mode ------------------------------------------------------------------------------------------------------
+
+
+def test_verified_mode_returns_a_passing_sample_checked_in_the_sandbox(code_lm):
+    """A digit hole (the template allows only digits) and tests that accept even ones — run in the sandbox: its
+    environment is scrubbed, so the probe this process sets is not there."""
+    from diffreason import infill
+
+    os.environ["DIFFREASON_INFILL_PROBE"] = "1"
+    try:
+        tests = "import os\nassert 'DIFFREASON_INFILL_PROBE' not in os.environ\nassert int(x) % 2 == 0\n"
+        result = infill(code_lm, "x = <|hole|>\n", tests=tests, mode="verified", samples=8, regex="[0-9]",
+                        lengths=(4,), max_steps=4)
+    finally:
+        del os.environ["DIFFREASON_INFILL_PROBE"]
+    assert result.passed is True and result.parses
+    assert int(result.holes[0].text) % 2 == 0 and result.code == f"x = {result.holes[0].text}\n"
+    checked = result.ranking[: result.checked]
+    assert checked[-1].index == result.candidate and checked[-1].status == "passed"
+    assert all(s.status == "failed" and int(s.texts[0]) % 2 == 1 for s in checked[:-1])
+    assert result.mode == "verified" and result.samples == 8 and "mode verified" in result.why
+
+
+def test_verified_mode_without_a_passing_sample(code_lm):
+    from diffreason import infill
+
+    result = infill(code_lm, ("x = ", "\n"), tests="assert x == 10\n", mode="verified", samples=3, regex="[0-9]",
+                    lengths=(4,), max_steps=4)
+    assert result.passed is False and result.checked == 3 and result.candidate == result.ranking[0].index
+    assert "no sample of 3" in result.why
+    with pytest.raises(DiffreasonError, match="do not parse"):
+        infill(code_lm, "x = <|hole|>\n", tests="assert (", mode="verified")
+    with pytest.raises(DiffreasonError, match="unknown mode"):
+        infill(code_lm, "x = <|hole|>\n", mode="best")
+
+
+def test_the_export():
+    import diffreason
+    from diffreason.infilling import infill
+
+    assert diffreason.infill is infill and "infill" in diffreason.__all__
+
+
+def test_result_to_dict_is_json(code_lm):
+    import json
+
+    from diffreason.tasks.infill.search import run_infill
+
+    result = run_infill(code_lm, parse_code("x = <|hole|>\n"), lengths=(4,), max_steps=3)
+    out = json.loads(json.dumps(result.to_dict()))
+    assert {"text", "length", "steps", "candidate", "why"} <= set(out["holes"][0])
+    assert out["mode"] == "model" and out["samples"] == 1 and out["steps"] == out["holes"][0]["steps"]
+    assert torch.get_num_threads() >= 1
