@@ -1102,12 +1102,15 @@ def eval_infill(
     tasks: list[Path] = typer.Option([], "--tasks", help="a task file in HumanEval-infilling's format (.jsonl or "
                                      ".jsonl.gz; repeatable; default: the shared single-line and multi-line sets)"),
     limit: int = typer.Option(0, "--limit", help="N tasks per set, spread evenly over it (0: all)"),
+    heldout: int = typer.Option(0, "--heldout", help="also N whole-line holes in functions of the packages the code "
+                                "model never trained on (no tests: parse rate, exact match, steps)"),
     mode: str = typer.Option("both", "--mode", help="model (pass@1), verified (pass@k) or both"),
     samples: int = typer.Option(4, "--samples", "-k", help="K samples per task; verified pass@k for k in 1, 4, 16 up "
                                 "to K"),
     max_hole_tokens: int = typer.Option(64, "--max-hole-tokens", help="slot lengths searched up to this"),
     baseline: bool = typer.Option(True, "--baseline/--no-baseline", help="also run every task with the slot left "
                                   "free (the parse rate without the template's constraints)"),
+    baseline_samples: int = typer.Option(1, "--baseline-samples", help="the baseline runs the first N of the K seeds"),
     model: Path = typer.Option(None, "--model", "-m", help="code checkpoint (default: the embedded code model)"),
     seed: int = typer.Option(0, "--seed", help=SEED_HELP),
     timeout: float = typer.Option(10.0, "--timeout", help="seconds per sandboxed test run"),
@@ -1127,7 +1130,9 @@ def eval_infill(
     if mode not in ("model", "verified", "both"):
         raise DiffreasonError(f"--mode must be model, verified or both, got {mode!r}")
     _int_in("--limit", limit, 0, 10**7)
+    _int_in("--heldout", heldout, 0, 10**5)
     _int_in("--samples", samples, 1, MAX_SAMPLES)
+    _int_in("--baseline-samples", baseline_samples, 1, MAX_SAMPLES)
     _int_in("--max-hole-tokens", max_hole_tokens, 1, MAX_NEW_TOKENS)
     _check_seed(seed)
     _float_in("--timeout", timeout, 0.0, 3600.0)
@@ -1148,7 +1153,7 @@ def eval_infill(
     from diffreason.evals.infill_eval import json_summary, load_sets, run_eval, write_report
     from diffreason.model import load_model
 
-    sets = load_sets(files, limit or None)
+    sets = load_sets(files, limit or None, heldout)
     lm = load_model(model)
     total = sum(len(t) for _, t in sets.values())
     try:
@@ -1156,7 +1161,7 @@ def eval_infill(
             harness = bar.add_task("canonical solutions", total=total)
             bars = {name: bar.add_task(name, total=len(t)) for name, (_, t) in sets.items()}
             report = run_eval(lm, sets, samples=samples, modes=modes, seed=seed, max_hole_tokens=max_hole_tokens,
-                              baseline=baseline, timeout=timeout,
+                              baseline=baseline, baseline_samples=baseline_samples, timeout=timeout,
                               progress=lambda stage, n: bar.advance(bars.get(stage, harness), n))
     except KeyboardInterrupt:
         raise Interrupted(f"no report was written to {out}") from None

@@ -15,7 +15,8 @@ Per task set (default: the shared single-line and multi-line sets):
    **pass@k, verified mode** (k = 1, 4, 16 up to K): some sample of the first k parses and passes (what
    `infill(mode="verified", samples=k)` returns then passes); `checked`: samples verified mode with K checked;
 4. **parse rate** of the model-mode samples with the constraints and without them (the same model, seeds, lengths;
-   the slot left free), of every candidate (all lengths) too, and of what verified mode returns;
+   the slot left free; the baseline runs the first `--baseline-samples` seeds, default 1, and its rate is set beside
+   the constrained one of those seeds), of every candidate (all lengths) too, and of what verified mode returns;
 5. **exact match** of sample 0 with the canonical solution (as written; and line by line without trailing space);
    **steps**: denoising steps of sample 0 (median / p90); **seconds per task**: the search (all K samples and
    lengths, constrained), the unconstrained baseline and the sandbox checks apart.
@@ -34,6 +35,7 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from diffreason.tasks.infill.grammar import scan
 from diffreason.tasks.infill.holes import parse_pair
 from diffreason.tasks.infill.humaneval import InfillTask, check_program, default_task_files, load_tasks
 from diffreason.tasks.infill.search import Candidate, Searcher, parses, pick_length
@@ -55,10 +57,70 @@ def spread(tasks: Sequence[InfillTask], limit: int | None) -> list[InfillTask]:
     return [tasks[(i * len(tasks)) // limit] for i in range(limit)]
 
 
-def load_sets(files: Sequence[Path] | None = None, limit: int | None = None) -> dict[str, tuple[Path, list]]:
-    """{name: (file, tasks)} of the task files (default: both shared sets)."""
+HELDOUT_SET = "HeldoutSingleLine"
+
+
+def load_sets(files: Sequence[Path] | None = None, limit: int | None = None,
+              heldout: int = 0) -> dict[str, tuple[Path | str, list]]:
+    """{name: (file, tasks)} of the task files (default: both shared sets), and `heldout` held-out spans."""
     paths = {set_name(p): Path(p) for p in files} if files else default_task_files()
-    return {name: (path, spread(load_tasks(path), limit)) for name, path in paths.items()}
+    sets: dict = {name: (path, spread(load_tasks(path), limit)) for name, path in paths.items()}
+    if heldout:
+        sets[HELDOUT_SET] = ("held-out packages (tasks/infill/corpus.py HELDOUT_PACKAGES)", heldout_spans(heldout))
+    return sets
+
+
+def heldout_spans(n: int, seed: int = 0) -> list[InfillTask]:
+    """`n` whole-line holes in functions of the packages the code model never trained on
+    (`tasks.infill.corpus.HELDOUT_PACKAGES`), one per function, functions and lines picked by a stable hash: no
+    tests, so they measure parse rate, exact match and steps. (Only the held-out packages' files are read.)"""
+    import ast
+    import hashlib
+    import random
+
+    from diffreason.tasks.infill import corpus
+
+    picked = []
+    for root, f in corpus.source_files(corpus.default_sources()):
+        package = corpus.package_of(f, root)
+        if package not in corpus.HELDOUT_PACKAGES:
+            continue
+        try:
+            text = f.read_bytes().decode("utf-8")
+        except (OSError, UnicodeDecodeError):
+            continue
+        for fn, _ in corpus.functions_of(text, package, str(f.relative_to(root))):
+            picked.append((hashlib.sha1(f"{seed}:{fn.path}:{fn.name}:{fn.source}".encode()).hexdigest(), fn))
+    picked.sort(key=lambda hf: hf[0])
+    tasks = []
+    for key, fn in picked:
+        if len(tasks) >= n:
+            break
+        lines = fn.source.splitlines(keepends=True)
+        try:
+            fdef = ast.parse(fn.source).body[0]
+        except (SyntaxError, ValueError, IndexError):
+            continue
+        stmts = fdef.body[1:] if len(fdef.body) > 1 and isinstance(fdef.body[0], ast.Expr) and isinstance(
+            getattr(fdef.body[0], "value", None), ast.Constant) else fdef.body  # (after a docstring)
+        if isinstance(stmts[0], ast.Expr) and isinstance(getattr(stmts[0], "value", None), ast.Constant):
+            continue  # a docstring alone
+        body = [i for i in range(stmts[0].lineno - 1, len(lines)) if lines[i].strip()
+                and not lines[i].strip().startswith("#")]
+        if not body:
+            continue
+        rng = random.Random(key)
+        rng.shuffle(body)
+        starts = [sum(len(x) for x in lines[:i]) for i in body]
+        inside = [scan(fn.source[:start]).quote is not None for start in starts]  # a docstring's line: not code
+        choice = next((k for k, bad in enumerate(inside) if not bad), None)
+        if choice is None:
+            continue
+        i, start = body[choice], starts[choice]
+        tasks.append(InfillTask(task_id=f"{fn.package}:{fn.path}:{fn.name}:L{i}", entry_point=fn.name,
+                                prompt=fn.source[:start], suffix=fn.source[start + len(lines[i]):],
+                                canonical_solution=lines[i], test=""))
+    return tasks
 
 
 def _percentile(values, q):
@@ -98,7 +160,8 @@ class _Checks:
 
 
 def eval_task(task: InfillTask, single_line: bool, searcher: Searcher, free: Searcher | None, samples: int,
-              max_hole_tokens: int, seed: int, modes: Sequence[str], timeout: float, isolation: str) -> dict:
+              max_hole_tokens: int, seed: int, modes: Sequence[str], timeout: float, isolation: str,
+              baseline_samples: int = 1) -> dict:
     code = parse_pair(task.prompt, task.suffix)
     seeds = [seed + j for j in range(samples)]
     lens = searcher.lengths(code, 0, max_hole_tokens, None)
@@ -107,8 +170,10 @@ def eval_task(task: InfillTask, single_line: bool, searcher: Searcher, free: Sea
     model = [pick_length(found.by_sample[j], False) for j in range(samples)]
     verified = [pick_length(found.by_sample[j], True) for j in range(samples)]
     checks = _Checks(task, timeout, isolation)
-    rec: dict = {"task_id": task.task_id, "lengths": found.lengths, "seconds_search": round(found.seconds, 3)}
-    if "model" in modes:
+    tested = bool(task.test.strip())  # (held-out spans have no tests: parse rate, exact match and steps only)
+    rec: dict = {"task_id": task.task_id, "tested": tested, "lengths": found.lengths,
+                 "seconds_search": round(found.seconds, 3)}
+    if "model" in modes and tested:
         rec["pass_model"] = checks.passes(model[0])
         ranked = sorted(range(samples), key=lambda j: (-model[j].score, j))
         rec["pass_model_top_k"] = checks.passes(model[ranked[0]])
@@ -116,13 +181,14 @@ def eval_task(task: InfillTask, single_line: bool, searcher: Searcher, free: Sea
         rec["model_top_of_k"] = [checks.passes(model[min(range(k), key=lambda j: (-model[j].score, j))])
                                  for k in range(1, samples + 1)]
     if "verified" in modes:
-        first = next((j for j in range(samples) if checks.passes(verified[j])), None)
-        rec["first_verified_pass"] = first  # pass@k (verified) = first < k
         ranked = sorted(range(samples), key=lambda j: (-verified[j].score, j))
         walk = [j for j in ranked if verified[j].parses]
-        returned = next((j for j in walk if checks.passes(verified[j])), None)
-        rec["verified_checked"] = (walk.index(returned) + 1) if returned is not None else samples
-        rec["verified_returned_parses"] = any(v.parses for v in verified)
+        if tested:
+            first = next((j for j in range(samples) if checks.passes(verified[j])), None)
+            rec["first_verified_pass"] = first  # pass@k (verified) = first < k
+            returned = next((j for j in walk if checks.passes(verified[j])), None)
+            rec["verified_checked"] = (walk.index(returned) + 1) if returned is not None else samples
+        rec["verified_returned_parses"] = bool(walk)
     rec["exact"] = model[0].text == task.canonical_solution
     rec["exact_lines"] = _same_lines(model[0].text, task.canonical_solution)
     rec["steps"] = sum(model[0].steps)
@@ -131,13 +197,16 @@ def eval_task(task: InfillTask, single_line: bool, searcher: Searcher, free: Sea
     rec["parses_candidates"] = [c.parses for j in range(samples) for c in found.by_sample[j]]
     rec["samples"] = [{"seed": seeds[j], "model": _cand(model[j], checks.memo.get(model[j].text)),
                        "verified": _cand(verified[j], checks.memo.get(verified[j].text))} for j in range(samples)]
-    if free is not None:
-        got = free.search(code, 0, fills, seeds, lens, single_line=single_line)
-        free_model = [pick_length(got.by_sample[j], False) for j in range(samples)]
+    if free is not None:  # the same seeds (the first `baseline_samples`) and lengths, the slot left free
+        B = min(baseline_samples, samples)
+        got = free.search(code, 0, fills[:B], seeds[:B], lens, single_line=single_line)
+        free_model = [pick_length(got.by_sample[j], False) for j in range(B)]
         rec["seconds_free"] = round(got.seconds, 3)
         rec["parses_free"] = [m.parses for m in free_model]
-        rec["parses_free_candidates"] = [c.parses for j in range(samples) for c in got.by_sample[j]]
-        for j in range(samples):
+        rec["parses_same_seeds"] = [m.parses for m in model[:B]]
+        rec["parses_free_candidates"] = [c.parses for j in range(B) for c in got.by_sample[j]]
+        rec["parses_same_seeds_candidates"] = [c.parses for j in range(B) for c in found.by_sample[j]]
+        for j in range(B):
             rec["samples"][j]["free"] = _cand(free_model[j])
     rec["sandbox_runs"] = checks.runs
     rec["seconds_sandbox"] = round(checks.seconds, 3)
@@ -151,28 +220,30 @@ def _rate(values) -> float | None:
 
 def summarise(records: list[dict], samples: int, modes: Sequence[str], max_steps: int) -> dict:
     n = len(records)
+    tested = [r for r in records if r["tested"]]  # pass rates: over the tasks that have tests
     ks = sorted({k for k in K_POINTS if k <= samples} | {samples})
-    out: dict = {"tasks": n}
-    if "model" in modes:
-        out["pass_at_1"] = _rate(r["pass_model"] for r in records)
-        out["model_top_k"] = _rate(r["pass_model_top_k"] for r in records)
-        out["model_top_of_k"] = [_rate(r["model_top_of_k"][k - 1] for r in records) for k in range(1, samples + 1)]
-    else:
-        out["pass_at_1"] = None
+    out: dict = {"tasks": n, "tasks_with_tests": len(tested)}
+    out["pass_at_1"] = out["model_top_k"] = out["pass_at_k"] = None
+    if "model" in modes and tested:
+        out["pass_at_1"] = _rate(r["pass_model"] for r in tested)
+        out["model_top_k"] = _rate(r["pass_model_top_k"] for r in tested)
+        out["model_top_of_k"] = [_rate(r["model_top_of_k"][k - 1] for r in tested) for k in range(1, samples + 1)]
     if "verified" in modes:
-        out["pass_at_k"] = {str(k): _rate(r["first_verified_pass"] is not None and r["first_verified_pass"] < k
-                                          for r in records) for k in ks}
-        out["pass_at_k_curve"] = [_rate(r["first_verified_pass"] is not None and r["first_verified_pass"] < k
-                                        for r in records) for k in range(1, samples + 1)]
+        if tested:
+            out["pass_at_k"] = {str(k): _rate(r["first_verified_pass"] is not None and r["first_verified_pass"] < k
+                                              for r in tested) for k in ks}
+            out["pass_at_k_curve"] = [_rate(r["first_verified_pass"] is not None and r["first_verified_pass"] < k
+                                            for r in tested) for k in range(1, samples + 1)]
+            out["verified_checked_mean"] = round(statistics.mean(r["verified_checked"] for r in tested), 3)
         out["verified_returned_parse_rate"] = _rate(r["verified_returned_parses"] for r in records)
-        out["verified_checked_mean"] = round(statistics.mean(r["verified_checked"] for r in records), 3) if n else None
-    else:
-        out["pass_at_k"] = None
     out["parse_rate"] = _rate(p for r in records for p in r["parses_model"])
     out["parse_rate_candidates"] = _rate(p for r in records for p in r["parses_candidates"])
     if records and "parses_free" in records[0]:
         out["parse_rate_unconstrained"] = _rate(p for r in records for p in r["parses_free"])
+        out["parse_rate_same_seeds"] = _rate(p for r in records for p in r["parses_same_seeds"])
         out["parse_rate_candidates_unconstrained"] = _rate(p for r in records for p in r["parses_free_candidates"])
+        out["parse_rate_candidates_same_seeds"] = _rate(p for r in records
+                                                        for p in r["parses_same_seeds_candidates"])
         out["seconds_per_task_unconstrained"] = round(statistics.mean(r["seconds_free"] for r in records), 3)
     out["exact_match"] = _rate(r["exact"] for r in records)
     out["exact_match_lines"] = _rate(r["exact_lines"] for r in records)
@@ -183,8 +254,8 @@ def summarise(records: list[dict], samples: int, modes: Sequence[str], max_steps
         if records else None
     out["seconds_per_task"] = round(statistics.mean(r["seconds_search"] for r in records), 3) if n else None
     out["sandbox_seconds_per_task"] = round(statistics.mean(r["seconds_sandbox"] for r in records), 3) if n else None
-    if "model" in modes:  # pass rate (model mode, sample 0) of the tasks done within s steps, s = 1 .. max_steps
-        out["passed_within_steps"] = [_rate(r["pass_model"] and r["steps"] <= s for r in records)
+    if "model" in modes and tested:  # pass rate (model mode, sample 0) of the tasks done within s steps
+        out["passed_within_steps"] = [_rate(r["pass_model"] and r["steps"] <= s for r in tested)
                                       for s in range(1, max_steps + 1)]
     return out
 
@@ -195,6 +266,9 @@ def run_harness(sets: dict, timeout: float, isolation: str, progress: Callable[[
     for name, (_, tasks) in sets.items():
         t0 = time.perf_counter()
         failed = []
+        tasks = [t for t in tasks if t.test.strip()]  # (held-out spans have no tests to run)
+        if not tasks:
+            continue
         for task in tasks:
             check = check_program(task, task.canonical_solution, timeout=timeout, isolation=isolation)
             if not check.passed:
@@ -208,8 +282,9 @@ def run_harness(sets: dict, timeout: float, isolation: str, progress: Callable[[
 
 def run_eval(lm, sets: dict, samples: int = 4, modes: Sequence[str] = ("model", "verified"), seed: int = 0,
              max_hole_tokens: int = 64, baseline: bool = True, timeout: float = 10.0, isolation: str = "auto",
-             progress: Callable[[str, int], None] | None = None) -> dict:
-    """The eval of `sets` ({name: (file, tasks)}); `progress(stage, n)` after each task."""
+             progress: Callable[[str, int], None] | None = None, baseline_samples: int = 1) -> dict:
+    """The eval of `sets` ({name: (file, tasks)}); `progress(stage, n)` after each task. The unconstrained baseline
+    runs the first `baseline_samples` seeds (its parse rate is set beside the constrained one of the same seeds)."""
     t0 = time.perf_counter()
     harness = run_harness(sets, timeout, isolation, (lambda: progress("harness", 1)) if progress else None)
     searcher = Searcher(lm)
@@ -224,6 +299,7 @@ def run_eval(lm, sets: dict, samples: int = 4, modes: Sequence[str] = ("model", 
         "seed": seed,
         "max_hole_tokens": max_hole_tokens,
         "baseline": baseline,
+        "baseline_samples": min(baseline_samples, samples) if baseline else 0,
         "sampler": searcher.engine.sampler.config.model_dump(),
         "machine": f"{platform.machine()}, torch threads {_threads()}",
         "harness": harness,
@@ -234,7 +310,7 @@ def run_eval(lm, sets: dict, samples: int = 4, modes: Sequence[str] = ("model", 
         records = []
         for task in tasks:
             records.append(eval_task(task, single, searcher, free, samples, max_hole_tokens, seed, modes, timeout,
-                                     isolation))
+                                     isolation, baseline_samples))
             if progress:
                 progress(name, 1)
         report["sets"][name] = {"file": _display(path), "single_line": single,
@@ -265,6 +341,8 @@ def json_summary(report: dict) -> dict:
 def _display(path) -> str:
     if path is None:
         return "in-memory"
+    if isinstance(path, str):
+        return path
     try:
         return str(Path(path).resolve().relative_to(Path.cwd()))
     except ValueError:
@@ -312,8 +390,8 @@ def write_report(report: dict, out_dir: str | Path, command: str) -> list[Path]:
         "",
         "| set | tasks | pass@1 (model) | top of K (model) | "
         + " | ".join(f"pass@{k} (verified)" for k in ks)
-        + " | parse (constrained) | parse (free) | verified returns parse | exact | exact (lines) | median steps | "
-        "p90 steps | s / task (search / free / sandbox) |",
+        + " | parse (constrained, all K) | parse: constrained / free, same seeds | verified returns parse | exact | "
+        "exact (lines) | median steps | p90 steps | s / task (search / free / sandbox) |",
         "|---|---:|---:|---:|" + "---:|" * len(ks) + "---:|---:|---:|---:|---:|---:|---:|---|",
     ]
     for name, s in [*report["sets"].items(), ("all", {"summary": report["summary"]})]:
@@ -322,7 +400,8 @@ def write_report(report: dict, out_dir: str | Path, command: str) -> list[Path]:
         lines.append(
             f"| {name} | {m['tasks']} | {_pct(m.get('pass_at_1'))} | {_pct(m.get('model_top_k'))} | "
             + " | ".join(_pct(pak.get(str(k))) for k in ks)
-            + f" | {_pct(m['parse_rate'])} | {_pct(m.get('parse_rate_unconstrained'))} | "
+            + f" | {_pct(m['parse_rate'])} | {_pct(m.get('parse_rate_same_seeds'))} / "
+            f"{_pct(m.get('parse_rate_unconstrained'))} | "
             f"{_pct(m.get('verified_returned_parse_rate'))} | {_pct(m['exact_match'])} | "
             f"{_pct(m['exact_match_lines'])} | {m['median_steps']} | {m['p90_steps']} | "
             f"{m['seconds_per_task']:.1f} / {m.get('seconds_per_task_unconstrained', float('nan')):.1f} / "
@@ -331,9 +410,11 @@ def write_report(report: dict, out_dir: str | Path, command: str) -> list[Path]:
     lines += [
         "",
         "Every candidate (all slot lengths): parse rate "
-        + "; ".join(f"{name} {_pct(s['summary']['parse_rate_candidates'])} constrained, "
-                    f"{_pct(s['summary'].get('parse_rate_candidates_unconstrained'))} free"
-                    for name, s in report["sets"].items()) + ".",
+        + "; ".join(f"{name} {_pct(s['summary']['parse_rate_candidates'])} constrained (all K), "
+                    f"{_pct(s['summary'].get('parse_rate_candidates_same_seeds'))} constrained / "
+                    f"{_pct(s['summary'].get('parse_rate_candidates_unconstrained'))} free on the baseline's seeds"
+                    for name, s in report["sets"].items()) + f" (baseline: the first {report['baseline_samples']} "
+        "seed(s) of each task).",
         "",
         "![pass rate vs steps and vs K](infill.png)",
         "",

@@ -188,7 +188,7 @@ def hole_context(prefix: str, suffix: str, whole_line: bool, indent: str | None 
     unit = _unit(prefix, suffix, indent or "")
     if indent is not None and unit is not None and indent.strip(unit):
         unit = None  # the marker's indentation mixes characters the file does not use
-    if unit is None:
+    if unit is None or prefix.endswith("\\\n"):  # (after a backslash the first line continues a statement)
         return HoleContext(True, single_line, unit=None, open_before=opened, closed_after=closed)
     statements = _statements(before.lines)
     nexts = _statements(after.lines)

@@ -231,11 +231,13 @@ class Searcher:
     """Runs hole searches with one engine and one template cache (see the module docstring)."""
 
     def __init__(self, lm, *, sampler=None, max_steps: int | None = None, engine=None, constrain: bool = True):
+        """`sampler`: a SamplerConfig (default: the checkpoint's, with `draws="fast"` — the same distributions, drawn
+        only where a position is accepted: a sample at every position of a 4k vocabulary was a fifth of the time)."""
         from diffreason.engine import Engine
 
         self.lm = lm
         if engine is None:
-            config = sampler or lm.sampler_config
+            config = sampler or lm.sampler_config.model_copy(update={"draws": "fast"})
             if max_steps is not None:
                 config = config.model_copy(update={"max_denoising_steps": max_steps})
             engine = Engine(lm, config)
