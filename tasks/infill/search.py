@@ -98,7 +98,7 @@ class InfillResult:
     mode: str
     samples: int  # K
     candidate: int  # the sample returned
-    checked: int  # samples checked (parsed / run in the sandbox) before one was returned
+    checked: int  # samples whose checks ran (parse, then the tests in the sandbox) until one was returned
     parses: bool
     passed: bool | None  # the tests' verdict on the returned code (None: no tests)
     why: str
@@ -182,8 +182,9 @@ class _Templates:
                 return None, layout  # no string of the hole's language fits this length
         else:
             slot = CanvasTemplate.unconstrained(length, vocab)
-        rest = CanvasTemplate.from_positions(vocab, layout.canvas[length:])
-        return slot + rest, layout
+        if length == len(layout.canvas):  # (a slot as long as the canvas: no suffix shown)
+            return slot, layout
+        return slot + CanvasTemplate.from_positions(vocab, layout.canvas[length:]), layout
 
 
 def _forward_scores(lm, prompts: list[list[int]], canvases: list[list[int]], lengths: list[int],
@@ -401,13 +402,15 @@ def _choose(code: InfillCode, ranking: list[Sample], tests, mode, timeout, isola
     K = len(ranking)
     if mode == "model":
         top = ranking[0]
-        if tests is not None:
-            if top.parses:
-                r = _run_tests(code.fill(top.texts), tests, timeout, isolation)
-                top.passed, top.status = r.passed, r.status
-            else:
-                top.passed, top.status = False, "does not parse"
-        return top, 1, f"sample {top.index} of {K}: the highest mean score ({top.score:.3f}; mode model)"
+        if tests is None:
+            return top, 0, f"sample {top.index} of {K}: the highest mean score ({top.score:.3f}; mode model)"
+        if top.parses:
+            r = _run_tests(code.fill(top.texts), tests, timeout, isolation)
+            top.passed, top.status = r.passed, r.status
+        else:
+            top.passed, top.status = False, "does not parse"
+        return top, 1, (f"sample {top.index} of {K}: the highest mean score ({top.score:.3f}; mode model), "
+                        f"tests {top.status}")
     failed = []
     for n, s in enumerate(ranking, 1):
         if not s.parses:
