@@ -1111,6 +1111,8 @@ def eval_infill(
     baseline: bool = typer.Option(True, "--baseline/--no-baseline", help="also run every task with the slot left "
                                   "free (the parse rate without the template's constraints)"),
     baseline_samples: int = typer.Option(1, "--baseline-samples", help="the baseline runs the first N of the K seeds"),
+    cost: int = typer.Option(0, "--cost", help="also time N samples of the first task as one batch against N "
+                             "separate runs (seconds per candidate; 0: skip)"),
     model: Path = typer.Option(None, "--model", "-m", help="code checkpoint (default: the embedded code model)"),
     seed: int = typer.Option(0, "--seed", help=SEED_HELP),
     timeout: float = typer.Option(10.0, "--timeout", help="seconds per sandboxed test run"),
@@ -1133,6 +1135,7 @@ def eval_infill(
     _int_in("--heldout", heldout, 0, 10**5)
     _int_in("--samples", samples, 1, MAX_SAMPLES)
     _int_in("--baseline-samples", baseline_samples, 1, MAX_SAMPLES)
+    _int_in("--cost", cost, 0, MAX_SAMPLES)
     _int_in("--max-hole-tokens", max_hole_tokens, 1, MAX_NEW_TOKENS)
     _check_seed(seed)
     _float_in("--timeout", timeout, 0.0, 3600.0)
@@ -1161,7 +1164,7 @@ def eval_infill(
             harness = bar.add_task("canonical solutions", total=total)
             bars = {name: bar.add_task(name, total=len(t)) for name, (_, t) in sets.items()}
             report = run_eval(lm, sets, samples=samples, modes=modes, seed=seed, max_hole_tokens=max_hole_tokens,
-                              baseline=baseline, baseline_samples=baseline_samples, timeout=timeout,
+                              baseline=baseline, baseline_samples=baseline_samples, cost=cost, timeout=timeout,
                               progress=lambda stage, n: bar.advance(bars.get(stage, harness), n))
     except KeyboardInterrupt:
         raise Interrupted(f"no report was written to {out}") from None

@@ -282,9 +282,10 @@ def run_harness(sets: dict, timeout: float, isolation: str, progress: Callable[[
 
 def run_eval(lm, sets: dict, samples: int = 4, modes: Sequence[str] = ("model", "verified"), seed: int = 0,
              max_hole_tokens: int = 64, baseline: bool = True, timeout: float = 10.0, isolation: str = "auto",
-             progress: Callable[[str, int], None] | None = None, baseline_samples: int = 1) -> dict:
+             progress: Callable[[str, int], None] | None = None, baseline_samples: int = 1, cost: int = 0) -> dict:
     """The eval of `sets` ({name: (file, tasks)}); `progress(stage, n)` after each task. The unconstrained baseline
-    runs the first `baseline_samples` seeds (its parse rate is set beside the constrained one of the same seeds)."""
+    runs the first `baseline_samples` seeds (its parse rate is set beside the constrained one of the same seeds).
+    `cost`: also time K = `cost` samples as one batch against as many separate runs (`batching_cost`)."""
     t0 = time.perf_counter()
     harness = run_harness(sets, timeout, isolation, (lambda: progress("harness", 1)) if progress else None)
     searcher = Searcher(lm)
@@ -316,8 +317,34 @@ def run_eval(lm, sets: dict, samples: int = 4, modes: Sequence[str] = ("model", 
         report["sets"][name] = {"file": _display(path), "single_line": single,
                                 "summary": summarise(records, samples, modes, max_steps), "tasks": records}
     report["summary"] = overall(report, samples, modes, max_steps)
+    if cost:
+        name, (_, tasks) = next(iter(sets.items()))
+        report["cost"] = {"set": name, **batching_cost(searcher, tasks[0], cost, max_hole_tokens, seed,
+                                                       "singleline" in name.lower())}
     report["seconds"] = round(time.perf_counter() - t0, 1)
     return report
+
+
+def batching_cost(searcher: Searcher, task: InfillTask, k: int, max_hole_tokens: int, seed: int,
+                  single_line: bool) -> dict:
+    """Seconds per candidate of K samples (× the slot lengths) searched as one batch against K separate searches
+    of one sample each (the same seeds, lengths and template: the regex is compiled before either is timed)."""
+    code = parse_pair(task.prompt, task.suffix)
+    lens = searcher.lengths(code, 0, max_hole_tokens, None)
+    seeds = [seed + j for j in range(k)]
+    searcher.search(code, 0, [[]], seeds[:1], lens[:1], single_line=single_line)  # (compiles the hole's regex)
+    t = time.perf_counter()
+    batched = searcher.search(code, 0, [[] for _ in seeds], seeds, lens, single_line=single_line)
+    one_batch = time.perf_counter() - t
+    t = time.perf_counter()
+    for s in seeds:
+        searcher.search(code, 0, [[]], [s], lens, single_line=single_line)
+    separate = time.perf_counter() - t
+    n = sum(len(c) for c in batched.by_sample.values())
+    return {"task_id": task.task_id, "samples": k, "lengths": lens, "candidates": n,
+            "seconds_per_candidate_batched": round(one_batch / n, 4),
+            "seconds_per_candidate_separate": round(separate / n, 4), "ratio": round(one_batch / separate, 3),
+            "device": str(searcher.lm.device)}
 
 
 def overall(report: dict, samples: int, modes: Sequence[str], max_steps: int) -> dict:
@@ -416,6 +443,11 @@ def write_report(report: dict, out_dir: str | Path, command: str) -> list[Path]:
                     for name, s in report["sets"].items()) + f" (baseline: the first {report['baseline_samples']} "
         "seed(s) of each task).",
         "",
+        *([f"Cost of batching ({report['cost']['set']}, {report['cost']['task_id']}, {report['cost']['device']}): "
+           f"K = {report['cost']['samples']} samples × {len(report['cost']['lengths'])} slot lengths as one batch "
+           f"{report['cost']['seconds_per_candidate_batched']:.3f} s per candidate, as {report['cost']['samples']} "
+           f"separate searches {report['cost']['seconds_per_candidate_separate']:.3f} s (ratio "
+           f"{report['cost']['ratio']:.2f}).", ""] if report.get("cost") else []),
         "![pass rate vs steps and vs K](infill.png)",
         "",
     ]
