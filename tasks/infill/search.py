@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import ast
 import time
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 
@@ -121,10 +122,12 @@ class InfillResult:
 
 def parses(code: str) -> bool:
     """Does `code` parse as Python (`ast.parse`: nothing is run)?"""
-    try:
-        ast.parse(code)
-    except (SyntaxError, ValueError, MemoryError, RecursionError, OverflowError):
-        return False
+    with warnings.catch_warnings():  # (a SyntaxWarning, "invalid escape sequence", is printed, not raised)
+        warnings.simplefilter("ignore")
+        try:
+            ast.parse(code)
+        except (SyntaxError, ValueError, MemoryError, RecursionError, OverflowError):
+            return False
     return True
 
 
