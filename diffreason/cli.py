@@ -1088,8 +1088,9 @@ def infill_cmd(
         sys.stdout.write(result.code)
         sys.stdout.flush()
         for h in result.holes:
-            _stderr_line(f"hole {h.index + 1}: {h.tokens} tokens in a slot of {h.length} ({', '.join(map(str, h.lengths))} "
-                         f"searched), steps {h.steps}, sample {h.candidate} of {result.samples}: {h.why}")
+            searched = ", ".join(map(str, h.lengths))
+            _stderr_line(f"hole {h.index + 1}: {h.tokens} tokens in a slot of {h.length} ({searched} searched), "
+                         f"steps {h.steps}, sample {h.candidate} of {result.samples}: {h.why}")
         verdict = "no tests" if result.passed is None else ("tests passed" if result.passed else "tests FAILED")
         _stderr_line(f"mode {result.mode}, K {result.samples}, {result.checked} checked; "
                      f"{'parses' if result.parses else 'does NOT parse'}; {verdict}; {result.seconds:.1f}s")

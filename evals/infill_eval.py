@@ -131,7 +131,10 @@ def _percentile(values, q):
 
 
 def _same_lines(a: str, b: str) -> bool:
-    return [line.rstrip() for line in a.strip("\n").split("\n")] == [line.rstrip() for line in b.strip("\n").split("\n")]
+    def lines(text: str) -> list[str]:
+        return [line.rstrip() for line in text.strip("\n").split("\n")]
+
+    return lines(a) == lines(b)
 
 
 def _cand(c: Candidate, passed: bool | None = None) -> dict:
@@ -408,7 +411,8 @@ def write_report(report: dict, out_dir: str | Path, command: str) -> list[Path]:
         "Harness: the canonical solutions through the same sandboxed check first — "
         + "; ".join(f"{name}: {h['passed']}/{h['tasks']} pass" for name, h in report["harness"].items()) + ".",
         "",
-        "`pass@1 (model)`: sample 0 alone, model mode; `top of K (model)`: the best-scoring of the K samples; "
+        "Pass rates are over the tasks with tests (the held-out spans have none). `pass@1 (model)`: sample 0 "
+        "alone, model mode; `top of K (model)`: the best-scoring of the K samples; "
         "`pass@k (verified)`: verified mode with k samples returns code that passes (some sample of the first k "
         "parses and passes); parse rates of the model-mode samples with the template's constraints and without "
         "them (slot left free; same model, seeds and lengths), and of what verified mode returns; exact match and "

@@ -271,7 +271,7 @@ def test_unconstrained_baseline_leaves_the_slot_free(code_lm):
         run_infill(code_lm, code, max_hole_tokens=500)
 
 
-# -- verified mode ------------------------------------------------------------------------------------------------------
+# -- verified mode ----------------------------------------------------------------------------------------------------
 
 
 def test_verified_mode_returns_a_passing_sample_checked_in_the_sandbox(code_lm):

@@ -78,7 +78,7 @@ class InfillCode:
         return "".join(s + t for s, t in zip(self.segments[:i], texts)) + self.segments[i]
 
     def suffix(self, i: int) -> str:
-        """The code after hole i up to the next hole (what the canvas of hole i shows: a later hole is not known yet)."""
+        """The code after hole i up to the next hole (what hole i's canvas shows: a later hole is not known yet)."""
         return self.segments[i + 1]
 
 
@@ -172,7 +172,8 @@ def read_code_file(path) -> str:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         line = data.count(b"\n", 0, exc.start) + 1
-        raise InfillInputError(f"{str(path)!r} is not UTF-8 text (byte 0x{data[exc.start]:02x} on line {line})") from None
+        raise InfillInputError(
+            f"{str(path)!r} is not UTF-8 text (byte 0x{data[exc.start]:02x} on line {line})") from None
     if "\x00" in text:
         raise InfillInputError(f"{str(path)!r} holds NUL bytes: not a source file")
     return text
