@@ -10,16 +10,22 @@ as much as fits (the rest is cut: the model does not see it, the checks do), the
 one canvas: `max_hole_tokens` (or a `<|hole:N|>` bound) longer than the canvas is an error. The slot is the hole's
 regex (`tasks.infill.grammar`, or `regex=`) over the tokenizer, padded: pads end the hole early.
 
+**Edges**: prefix, hole and suffix are tokenized apart (the layout pre-splits the text at the hole's edges, in
+training as here), so no token spans an edge and the fixed suffix tokens are the ones training showed; inside the
+slot the automaton takes any tokens that spell a string of the hole's language (not only the tokenizer's own split
+of it), and a byte-level BPE spells every string.
+
 **Several holes** are filled one at a time, left to right, each in a canvas of its own: hole i's prompt is the code
 before it with the holes before it filled (by the same sample), and its canvas shows the code after it up to the next
 hole (a later hole's text is not known yet, so the code past it is not shown).
 
 **Search**: the hole's slot at each length of `lengths` (the training slot lengths up to `max_hole_tokens`) × K
 samples (seeds `seed`, `seed + 1`, ... — sample j keeps its seed for every hole and length) run as ONE batch through
-the engine (`Engine.generate_batch`); then one more batched forward pass scores every finished canvas: the model's
-mean log-probability of the hole's tokens and of the pad that ends it, read from the clean canvas. Uniform-state
-diffusion never trusts its input — any token may be noise — so a token the model would replace scores low. Each
-sample keeps its best-scoring length; samples are ranked by their mean score over the holes.
+the engine (`Engine.generate_batch`; the checkpoint's sampler with `draws="fast"`); then one more batched forward
+pass scores every finished canvas: the model's mean log-probability of the hole's tokens and of the pad that ends it,
+read from the clean canvas. Uniform-state diffusion never trusts its input — any token may be noise — so a token the
+model would replace scores low. Each sample keeps its best-scoring length; samples are ranked by their mean score
+over the holes.
 
 **Modes**: `model` returns the top-ranked sample. `verified` goes down the ranking and returns the first sample whose
 filled code parses (`ast.parse`, in-process: parsing runs nothing) and passes the tests (run in the sandbox,
