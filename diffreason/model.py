@@ -50,6 +50,7 @@ PRESETS: dict[str, dict[str, Any]] = {
 WEIGHTS_DIR = Path(__file__).parent / "weights"
 EMBEDDED_SUDOKU = WEIGHTS_DIR / "sudoku-base"  # the Sudoku solver (tasks/sudoku.py's cell-aware vocabulary)
 EMBEDDED_JSON = WEIGHTS_DIR / "json-small"  # the JSON model (tasks/json_corpus.py's byte-level BPE)
+EMBEDDED_CODE = WEIGHTS_DIR / "code-small"  # the code infilling model (tasks/infill/corpus.py's byte-level BPE)
 
 # DiffusionGemma requires a vision tower config; ours is the smallest Gemma 4 vision config that builds.
 TINY_VISION = dict(
