@@ -52,10 +52,11 @@ class CanvasTemplate:
         self._validate()
 
     @classmethod
-    def _of(cls, vocab_size: int, fixed: torch.Tensor, mask_index: torch.Tensor | None = None,
-            masks: torch.Tensor | None = None, slots: Sequence[Slot] = ()) -> "CanvasTemplate":
-        """A template from parts that are consistent by construction (built in this package from automata, token ids
-        and other templates): no copies, no checks. A JSON schema's template is joined from hundreds of parts, where
+    def from_parts(cls, vocab_size: int, fixed: torch.Tensor, mask_index: torch.Tensor | None = None,
+                   masks: torch.Tensor | None = None, slots: Sequence[Slot] = ()) -> "CanvasTemplate":
+        """A template from parts that are consistent by construction (slot sets, token ids, other templates' tensors,
+        as the constraint pipeline and the task compilers make them): no copies, no checks — the caller vouches for
+        the shapes and ids (`CanvasTemplate(...)` checks them). A JSON schema's template is joined from hundreds of parts, where
         checking each one cost a fifth of the compile."""
         self = cls.__new__(cls)
         self.vocab_size, self.fixed, self.slots = vocab_size, fixed, tuple(slots)
@@ -86,7 +87,7 @@ class CanvasTemplate:
         (`diffreason.constrain.Intersections`). Built by the tokenizer's `diffreason.constrain.Compiler`, which caches
         it (the returned template shares its tensors: templates are never modified in place)."""
         sets = Compiler.for_tokenizer(tokenizer).slot(regex, length, tuple(intersections))
-        return cls._of(sets.vocab_size, sets.fixed, sets.mask_index, sets.masks, (sets.slot,))
+        return cls.from_parts(sets.vocab_size, sets.fixed, sets.mask_index, sets.masks, (sets.slot,))
 
     @classmethod
     def from_positions(cls, vocab_size: int, positions: Iterable[int | Iterable[int] | None]) -> "CanvasTemplate":
@@ -296,7 +297,7 @@ class CanvasTemplate:
         if len(parts) > 2 and stacked.shape[0] > 1:
             stacked, inverse = unique_rows(stacked)
             index = np.where(index >= 0, inverse[np.maximum(index, 0)], index)
-        out = cls._of(vocab, torch.from_numpy(fixed), torch.from_numpy(index), torch.from_numpy(stacked),
+        out = cls.from_parts(vocab, torch.from_numpy(fixed), torch.from_numpy(index), torch.from_numpy(stacked),
                       slots)  # (parts: checked)
         out._numpy = (fixed, index, stacked)
         return out

@@ -43,7 +43,7 @@ def end_of_sequence(tokenizer) -> CanvasTemplate:
     """The template's last position: the tokenizer's end-of-sequence token."""
     eos_id, vocab = tokenizer.eos_token_id, len(tokenizer)
     # (an id in the vocabulary needs no checks: the checking constructor cost a small schema 2 % of its compile)
-    return (CanvasTemplate._of(vocab, torch.tensor([eos_id])) if isinstance(eos_id, int) and 0 <= eos_id < vocab
+    return (CanvasTemplate.from_parts(vocab, torch.tensor([eos_id])) if isinstance(eos_id, int) and 0 <= eos_id < vocab
             else CanvasTemplate.from_positions(vocab, [eos_id]))
 
 
@@ -52,7 +52,7 @@ class LayoutMixin:
 
     def text(self, s: str) -> CanvasTemplate:
         """Every position fixed: the tokens of `s` (kept per tokenizer: braces, commas and member names recur)."""
-        return self.constraints.cache(TEXTS_CACHE, 16 * 2**20).get(s, lambda: CanvasTemplate._of(
+        return self.constraints.cache(TEXTS_CACHE, 16 * 2**20).get(s, lambda: CanvasTemplate.from_parts(
             self.vocab, torch.tensor(self.constraints.token_ids(s))), lambda t: 64 + t.nbytes)
 
     def regex_limit(self, schema: Any, seen: tuple) -> int:
