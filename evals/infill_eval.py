@@ -260,6 +260,8 @@ def summarise(records: list[dict], samples: int, modes: Sequence[str], max_steps
     if "model" in modes and tested:  # pass rate (model mode, sample 0) of the tasks done within s steps
         out["passed_within_steps"] = [_rate(r["pass_model"] and r["steps"] <= s for r in tested)
                                       for s in range(1, max_steps + 1)]
+    out["parsed_within_steps"] = [_rate(r["parses_model"][0] and r["steps"] <= s for r in records)
+                                  for s in range(1, max_steps + 1)]
     return out
 
 
@@ -354,6 +356,7 @@ def overall(report: dict, samples: int, modes: Sequence[str], max_steps: int) ->
     records = [r for s in report["sets"].values() for r in s["tasks"]]
     out = summarise(records, samples, modes, max_steps)
     out.pop("passed_within_steps", None)
+    out.pop("parsed_within_steps", None)
     out["harness_passed"] = sum(h["passed"] for h in report["harness"].values())
     out["harness_tasks"] = sum(h["tasks"] for h in report["harness"].values())
     return out
@@ -362,7 +365,7 @@ def overall(report: dict, samples: int, modes: Sequence[str], max_steps: int) ->
 def json_summary(report: dict) -> dict:
     """The one object `--json` prints: the whole run's summary, and each set's."""
     pick = lambda s: {k: v for k, v in s.items() if k not in ("passed_within_steps", "model_top_of_k",  # noqa: E731
-                                                              "pass_at_k_curve")}
+                                                              "pass_at_k_curve", "parsed_within_steps")}
     return {**pick(report["summary"]), "mode": "+".join(report["modes"]), "samples": report["samples"],
             "model": report["model"], "seconds": report["seconds"],
             "sets": {name: pick(s["summary"]) for name, s in report["sets"].items()}}
@@ -473,8 +476,14 @@ def _plot(report: dict, path: Path) -> None:
     for name, s in report["sets"].items():
         m = s["summary"]
         within = m.get("passed_within_steps")
+        color = None
         if within:
-            a.plot(range(1, len(within) + 1), [100 * v for v in within], label=name)
+            (line,) = a.plot(range(1, len(within) + 1), [100 * v for v in within], label=f"{name}: passes")
+            color = line.get_color()
+        parsed = m.get("parsed_within_steps")
+        if parsed:
+            a.plot(range(1, len(parsed) + 1), [100 * v for v in parsed], linestyle=":", color=color,
+                   label=f"{name}: parses")
         curve = m.get("pass_at_k_curve")
         if curve:
             (line,) = b.plot(range(1, K + 1), [100 * v for v in curve], marker="o", label=f"{name}: verified pass@k")
@@ -486,8 +495,8 @@ def _plot(report: dict, path: Path) -> None:
             b.plot(range(1, K + 1), [100 * v for v in m["model_top_of_k"]], linestyle="--",
                    label=f"{name}: model mode, top of k")
     a.set_xlabel("denoising steps (sample 0)")
-    a.set_ylabel("tasks passed within that many steps (%)")
-    a.set_title("pass@1 (model mode) vs steps")
+    a.set_ylabel("tasks done within that many steps (%)")
+    a.set_title("model mode, sample 0: passes / parses vs steps")
     b.set_xlabel("K (samples)")
     b.set_ylabel("pass rate (%)")
     b.set_title("pass rate vs K")
