@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from diffreason.errors import DiffreasonError
+from diffreason.infilling import code_model_path
 from diffreason.tasks.infill import grammar, holes
 from diffreason.tasks.infill.holes import InfillInputError, parse_code, parse_pair
 from diffreason.tasks.infill.humaneval import default_task_files, load_tasks
@@ -326,3 +327,13 @@ def test_result_to_dict_is_json(code_lm):
     assert {"text", "length", "steps", "candidate", "why"} <= set(out["holes"][0])
     assert out["mode"] == "model" and out["samples"] == 1 and out["steps"] == out["holes"][0]["steps"]
     assert torch.get_num_threads() >= 1
+
+
+@pytest.mark.skipif(not (code_model_path() / "config.json").is_file(), reason="no embedded code model here")
+def test_the_embedded_code_model_is_the_default():
+    from diffreason import infill
+    from diffreason.model import EMBEDDED_CODE
+
+    assert code_model_path() == EMBEDDED_CODE
+    result = infill(None, "def add(a, b):\n    <|hole|>\n", lengths=(16,), max_steps=4)
+    assert result.code.startswith("def add(a, b):\n    ") and result.holes[0].length == 16
