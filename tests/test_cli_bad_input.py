@@ -284,6 +284,12 @@ def test_an_unsolvable_puzzle_is_said_to_have_none_and_costs_no_model_time(paths
     assert "1 could not be answered" in p.stderr
 
 
+def interruptible() -> None:
+    """In the child before exec: SIGINT delivered as a terminal delivers it (a shell's background job, e.g. `make
+    test &`, starts with SIGINT ignored, and a Python started so never raises KeyboardInterrupt)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def wait_for(predicate, timeout: float = 240.0) -> None:
     end = time.monotonic() + timeout
     while not predicate():
@@ -299,6 +305,7 @@ def test_ctrl_c_during_training_keeps_the_last_checkpoint(tmp_path):
         [sys.executable, "-m", "diffreason.cli", *TRAIN[:4], "--steps", "100000", "--batch-size", "2",
          "--eval-every", "0", "--save-every", "2", "--run-dir", str(run)],
         stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV,
+        preexec_fn=interruptible,
     )
     try:
         wait_for(lambda: (run / "trainer_state.pt").is_file() or p.poll() is not None)
@@ -320,6 +327,7 @@ def test_ctrl_c_during_solve_prints_the_answers_so_far(paths, tmp_path):
         [sys.executable, "-m", "diffreason.cli", *[a.format(**paths) for a in SOLVE], "--file", str(f), "--json",
          "--batch-size", "1", "--steps", "30"],
         stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV,
+        preexec_fn=interruptible,
     )
     try:
         first = p.stdout.readline()
