@@ -14,7 +14,6 @@ for SDPA). Without CUDA the same entry point runs a plain PyTorch kernel over th
 the CPU tests compare against SDPA; `evals/gpu_checks.py` compares FlashInfer itself.
 
 This is core (the engine picks its attention here); `flashinfer` itself is imported only where its kernel runs.
-`diffreason.backends.flashinfer_attention` is this same module under its former name.
 """
 
 from __future__ import annotations

@@ -36,11 +36,11 @@ class Compiler:
     @classmethod
     def for_tokenizer(cls, tokenizer) -> Compiler:
         """The compiler of `tokenizer` (one per tokenizer object, made on first use and kept)."""
-        compiler = cls._instances.get(id(tokenizer))
-        if compiler is None or compiler.tokenizer is not tokenizer:
+        compiler = cls._instances.get(id(tokenizer))  # (the compiler keeps its tokenizer alive: ids are not reused)
+        if compiler is None:
             with cls._lock:
                 compiler = cls._instances.get(id(tokenizer))
-                if compiler is None or compiler.tokenizer is not tokenizer:
+                if compiler is None:
                     compiler = cls._instances[id(tokenizer)] = cls(tokenizer)
         return compiler
 
