@@ -1,4 +1,4 @@
-"""Plot training curves (loss, held-out solve rate) from RUN/log.jsonl; later runs continue the first.
+"""Plot training curves (loss, held-out loss and solve / exact-match rates) from RUN/log.jsonl; later runs continue the first.
 
     python -m diffreason.evals.plot_training evals/reports/sudoku_training.png runs/sudoku-small [runs/sudoku-ft ...]
 
@@ -42,14 +42,18 @@ def main(out: str, *run_dirs: str) -> None:
     for start, run in starts[1:]:
         ax.axvline(start, color="gray", ls="--", lw=1)
         ax.text(start, ax.get_ylim()[1], f" {Path(run).name}", fontsize=7, va="top", color="gray")
-    # one series per held-out tier: runs may evaluate different tiers (`train sudoku --eval-tier`)
-    keys = list(dict.fromkeys(k for _, e in evals for k in e if k.endswith("_solved")))
+    held_loss = [(s, e["val_loss"]) for s, e in evals if "val_loss" in e]  # (`train code`: held-out packages)
+    if held_loss:
+        ax.plot(*zip(*held_loss), "s-", color="tab:green", ms=3, label="held-out loss (diffusion)")
+        ax.legend(loc="upper right", fontsize=8)
+    # one series per held-out tier (runs may evaluate different tiers: `train sudoku --eval-tier`) or rate
+    keys = list(dict.fromkeys(k for _, e in evals for k in e if k.endswith(("_solved", "_exact"))))
     if keys:
         ax2 = ax.twinx()
         for key, color in zip(keys, ("tab:red", "tab:purple", "tab:orange", "tab:brown")):
             points = [(s, 100 * e[key]) for s, e in evals if key in e]
             ax2.plot(*zip(*points), "o-", color=color, label=f"held-out {key.replace('_', ' ')}")
-        ax2.set_ylabel("held-out solve rate (%)", color="tab:red")
+        ax2.set_ylabel("held-out solve / exact rate (%)", color="tab:red")
         ax2.set_ylim(0, 100)
         ax2.legend(loc="center right", fontsize=8)
     ax.set_title("training: " + " → ".join(Path(r).name for r in run_dirs), fontsize=9)

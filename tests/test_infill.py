@@ -301,11 +301,27 @@ def test_verified_mode_without_a_passing_sample(code_lm):
     result = infill(code_lm, ("x = ", "\n"), tests="assert x == 10\n", mode="verified", samples=3, regex="[0-9]",
                     lengths=(4,), max_steps=4)
     assert result.passed is False and result.checked == 3 and result.candidate == result.ranking[0].index
-    assert "no sample of 3" in result.why
+    assert "no sample of 3 passes" in result.why
     with pytest.raises(DiffreasonError, match="do not parse"):
         infill(code_lm, "x = <|hole|>\n", tests="assert (", mode="verified")
     with pytest.raises(DiffreasonError, match="unknown mode"):
         infill(code_lm, "x = <|hole|>\n", mode="best")
+
+
+def test_verified_mode_returns_a_parsing_sample_when_none_passes():
+    from diffreason.tasks.infill.holes import parse_code
+    from diffreason.tasks.infill.search import Sample, _choose
+
+    code = parse_code("x = <|hole|>\n")
+    ranking = [Sample(0, 0, ["(1"], [4], -0.1, False), Sample(1, 1, ["1"], [4], -0.5, True),
+               Sample(2, 2, ["2"], [4], -0.9, True)]
+    pick, checked, why = _choose(code, ranking, "assert x == 3\n", "verified", 10.0, "auto")
+    assert pick.index == 1 and checked == 3 and pick.parses and pick.passed is False
+    assert [s.status for s in ranking] == ["does not parse", "failed", "failed"]
+    assert "no sample of 3 passes" in why and "sample 1, the best-scoring whose code parses" in why
+    nothing = [Sample(0, 0, ["(1"], [4], -0.1, False), Sample(1, 1, [")"], [4], -0.5, False)]
+    pick, checked, why = _choose(code, nothing, "assert x == 3\n", "verified", 10.0, "auto")
+    assert pick.index == 0 and not pick.parses and "no sample of 2 parses" in why
 
 
 def test_the_export():

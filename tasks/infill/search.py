@@ -30,7 +30,8 @@ over the holes.
 **Modes**: `model` returns the top-ranked sample. `verified` goes down the ranking and returns the first sample whose
 filled code parses (`ast.parse`, in-process: parsing runs nothing) and passes the tests (run in the sandbox,
 `diffreason.sandbox.run_python`, never in this process); there, at the last hole, a sample prefers its best length
-whose code parses. When none passes, the top sample is returned with `passed=False`. Results always name the mode, K
+whose code parses. When none passes, the best-scoring sample that parses is returned with `passed=False` (the
+top one, `parses=False`, when none parses). Results always name the mode, K
 (`samples`) and how many samples were checked (`checked`).
 """
 
@@ -435,5 +436,9 @@ def _choose(code: InfillCode, ranking: list[Sample], tests, mode, timeout, isola
             return s, n, (f"sample {s.index} of {K}: the best-scoring that parses and passes the tests"
                           + (f" ({'; '.join(failed)})" if failed else "") + " (mode verified)")
         failed.append(f"{s.index} {r.status}")
+    parsing = next((s for s in ranking if s.parses), None)
+    if parsing is not None:
+        return parsing, K, (f"no sample of {K} passes ({'; '.join(failed)}): sample {parsing.index}, the best-scoring "
+                            "whose code parses (mode verified)")
     top = ranking[0]
-    return top, K, f"no sample of {K} parses and passes ({'; '.join(failed)}): the top-scoring one (mode verified)"
+    return top, K, f"no sample of {K} parses ({'; '.join(failed)}): the top-scoring one (mode verified)"
