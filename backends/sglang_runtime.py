@@ -18,8 +18,15 @@ insists on that name) and adds small hooks so step counts reach the client and o
 - `step()` calls `RenoiseSampler.step` — the local engine's sampler, with SGLang's random stream
   (`draws="sglang"`) — so unconstrained requests are token-identical to upstream and constrained ones follow their
   masks; finished canvases commit slots through their automata exactly as the local engine does;
-- the denoising steps of every canvas reach the client as `meta_info["diffreason_steps"]` (one entry per canvas,
-  sent with the finished response);
+- the denoising steps of every canvas reach the client as `meta_info["diffreason_steps"]` (one entry per canvas:
+  in a non-streamed response all of them; a stream carries each canvas's count with the first chunk after it, and
+  SGLang's tokenizer manager accumulates them, so every chunk's meta holds the canvases so far — except under
+  `--incremental-streaming-output`, where upstream slices accumulated meta by token offset);
+- a request's progress through its template (the canvases it has finished) advances only when one of its canvases
+  finishes in `step()`, never in `init_step_state` — SGLang's FDFO loop (the default) re-runs `init_step_state` for
+  every row of a batch whenever any row is new and keeps the carried rows' old states;
+- a request's entry (template, schema, unsent steps) is freed when its last output is streamed, and at once when
+  SGLang reports it aborted (`send_abort_output`: aborted while queued, rejected, retracted);
 - a finished JSON output is checked against its schema as the CLI checks one: one that does not validate (a compiler
   bug) finishes with an error (HTTP 500 and the reason), never as a value passed on as valid.
 
@@ -49,7 +56,7 @@ logger = logging.getLogger(__name__)
 
 STEPS_KEY = "diffreason_steps"
 TEMPLATE_PARAM = "diffreason_template"
-MAX_TRACKED = 65536  # requests whose constraint or steps are held at once (oldest dropped first)
+MAX_TRACKED = 65536  # a safety net: requests held at once (oldest dropped first); entries are freed on finish/abort
 OUTPUT_CHECK_SECONDS = 5.0  # how long the scheduler waits for jsonschema's verdict on one finished output
 COMPILE_SECONDS = 10.0  # CPU time one request's constraint may take to compile in the scheduler
 COMPILE_MEMORY = 2 * 2**30  # and how far it may grow the scheduler's memory
@@ -59,8 +66,8 @@ COMPILE_MEMORY = 2 * 2**30  # and how far it may grow the scheduler's memory
 class _Request:
     template: CanvasTemplate | None = None
     schema: Any = None  # the JSON Schema its output is checked against when it finishes (None: no check)
-    canvases_started: int = 0
-    steps: list[int] = field(default_factory=list)  # per finished canvas, not yet handed to the scheduler
+    canvases_done: int = 0  # canvases finished in `step()`: the index of the canvas the request denoises now
+    steps: list[int] = field(default_factory=list)  # per finished canvas, not yet sent to the client
 
 
 class _Registry:
@@ -90,6 +97,10 @@ class _Registry:
     def drop(self, rid: str) -> None:
         with self._lock:
             self._items.pop(rid, None)
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._items)
 
     def __contains__(self, rid: str) -> bool:
         with self._lock:
@@ -219,8 +230,7 @@ class DiffreasonRenoise(Gemma4Renoise):
         for index in range(forward_batch.batch_size):
             rid = forward_batch.rids[index] if forward_batch.rids else str(index)
             request = REQUESTS.get(rid)
-            canvas_index = request.canvases_started
-            request.canvases_started += 1
+            canvas_index = request.canvases_done  # (read only: FDFO re-runs this for rows it then keeps)
             template = None
             if request.template is not None and canvas_index < request.template.num_canvases(self.block_size):
                 template = request.template.canvas(canvas_index, self.block_size).with_vocab(self.vocab_size)
@@ -254,7 +264,9 @@ class DiffreasonRenoise(Gemma4Renoise):
                 state["finished"] = True
                 state["current"] = self.sampler.commit(denoise, [state["template"]])[0]
                 state["self_conditioning"] = None
-                REQUESTS.get(state["rid"]).steps.append(int(denoise.steps_taken[0]))
+                request = REQUESTS.get(state["rid"])
+                request.canvases_done += 1
+                request.steps.append(int(denoise.steps_taken[0]))
             else:
                 state["current"] = denoise.canvas[0]
                 signals.append((i, denoise.self_conditioning[0]))
@@ -271,23 +283,29 @@ class DiffreasonRenoise(Gemma4Renoise):
 Algorithm = DiffreasonRenoise
 
 
-# -- hooks: step counts into meta_info -------------------------------------------------------------------------------
+# -- hooks: step counts into meta_info, cleanup -----------------------------------------------------------------------
 
 
-def _hand_over_steps(original, scheduler, batch, result, *args, **kwargs):
-    """Before the scheduler streams a dLLM batch, attach each request's finished-canvas step counts."""
-    if batch.forward_mode.is_dllm_extend():
-        for req in batch.reqs:
-            steps = REQUESTS.take_steps(req.rid)
-            if steps:
-                if req.customized_info is None:
-                    req.customized_info = {}
-                req.customized_info.setdefault(STEPS_KEY, []).extend(steps)
-    out = original(scheduler, batch, result, *args, **kwargs)
-    for req in batch.reqs:
+def _steps_into_output(original, streamer, reqs, *args, **kwargs):
+    """SGLang's extension point for per-request output fields (`build_additional_customized_info`, called with the
+    requests of one output batch): each gets the step counts of its canvases finished since its last output (a
+    non-streamed request is output once, when it finishes, so it gets all of them). A finished request's entry is
+    freed here, after its last output."""
+    out = original(streamer, reqs, *args, **kwargs)
+    out = dict(out or {})
+    out[STEPS_KEY] = [REQUESTS.take_steps(req.rid) for req in reqs]
+    for req in reqs:
         if req.finished():
             REQUESTS.drop(req.rid)
     return out
+
+
+def _free_aborted(original, scheduler, abort_req, req, *args, **kwargs):
+    """A request SGLang ends outside the output stream (aborted while queued, rejected, retracted) frees its entry."""
+    try:
+        return original(scheduler, abort_req, req, *args, **kwargs)
+    finally:
+        REQUESTS.drop(req.rid)
 
 
 def _check_finished_output(original, scheduler, req, *args, **kwargs):
@@ -309,27 +327,26 @@ def _check_finished_output(original, scheduler, req, *args, **kwargs):
     return out
 
 
-def _steps_are_request_level(original, streamer, key, *args, **kwargs):
-    return key == STEPS_KEY or original(streamer, key, *args, **kwargs)
-
-
 def register() -> None:
     """The `sglang.srt.plugins` entry point: called once in every SGLang process."""
     from sglang.srt.dllm import algorithm
+    from sglang.srt.environ import envs
+    from sglang.srt.managers.scheduler_components.output_streamer import SchedulerOutputStreamer
     from sglang.srt.plugins.hook_registry import HookRegistry, HookType
 
     algorithm.algo_name_to_cls["Gemma4Renoise"] = DiffreasonRenoise
-    HookRegistry.register(
-        "sglang.srt.dllm.mixin.scheduler.SchedulerDllmMixin.process_batch_result_dllm",
-        _hand_over_steps, HookType.AROUND,
-    )
+    if envs.SGLANG_RUST_SERVER.get():  # (its egress takes no additional output fields)
+        logger.warning("diffreason: SGLANG_RUST_SERVER is on: step counts are not reported")
+    else:
+        SchedulerOutputStreamer.has_additional_customized_info = True
+        HookRegistry.register(
+            "sglang.srt.managers.scheduler_components.output_streamer.SchedulerOutputStreamer"
+            ".build_additional_customized_info", _steps_into_output, HookType.AROUND,
+        )
+    HookRegistry.register("sglang.srt.managers.scheduler.Scheduler.send_abort_output", _free_aborted,
+                          HookType.AROUND)
     HookRegistry.register(
         "sglang.srt.dllm.mixin.scheduler.SchedulerDllmMixin._finish_dllm_request_if_needed",
         _check_finished_output, HookType.AROUND,
-    )
-    HookRegistry.register(
-        "sglang.srt.managers.scheduler_components.output_streamer.SchedulerOutputStreamer"
-        ".is_request_level_customized_info_key",
-        _steps_are_request_level, HookType.AROUND,
     )
     logger.info("diffreason: Gemma4Renoise now accepts json_schema / regex / %s", TEMPLATE_PARAM)

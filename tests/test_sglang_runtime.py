@@ -66,9 +66,7 @@ def test_entry_point_installs_the_subclass_under_the_upstream_name():
     assert get_algorithm_cls("Gemma4Renoise") is plugin.DiffreasonRenoise
     from sglang.srt.managers.scheduler_components.output_streamer import SchedulerOutputStreamer
 
-    streamer = object.__new__(SchedulerOutputStreamer)
-    assert streamer.is_request_level_customized_info_key(plugin.STEPS_KEY)
-    assert not streamer.is_request_level_customized_info_key("something_else")
+    assert SchedulerOutputStreamer.has_additional_customized_info  # (SGLang's extension point for output fields)
 
 
 def test_unconstrained_requests_match_upstream_token_for_token():
@@ -151,19 +149,85 @@ def test_unconstrained_validation_is_upstreams():
     assert plugin.REQUESTS.get("ok").template is None
 
 
-def test_step_counts_are_handed_to_the_request_before_streaming():
-    plugin.REQUESTS.get("s1").steps.extend([7, 3])
-    req = types.SimpleNamespace(rid="s1", customized_info=None, finished=lambda: True)
-    batch = types.SimpleNamespace(reqs=[req], forward_mode=types.SimpleNamespace(is_dllm_extend=lambda: True))
-    seen = {}
+@pytest.fixture
+def streamer():
+    """SGLang's own SchedulerOutputStreamer (plugins loaded, a scheduler's runtime context for a shipped checkpoint),
+    sending to a socket stand-in that keeps the payloads."""
+    from sglang.srt.disaggregation.utils import DisaggregationMode
+    from sglang.srt.managers.scheduler_components.output_streamer import SchedulerOutputStreamer
+    from sglang.srt.plugins import load_plugins
+    from sglang.srt.runtime_context import SpawnRanks, create_context, use_context
+    from sglang.srt.server_args import ServerArgs
+    from sglang.srt.speculative.spec_info import SpeculativeAlgorithm
 
-    def original(scheduler, b, result):
-        seen["info"] = dict(req.customized_info)
-        return "streamed"
+    from diffreason.model import EMBEDDED_JSON
 
-    assert plugin._hand_over_steps(original, object(), batch, None) == "streamed"
-    assert seen["info"] == {plugin.STEPS_KEY: [7, 3]}
-    assert plugin.REQUESTS.take_steps("s1") == []  # finished requests are forgotten
+    load_plugins()
+    args = ServerArgs(model_path=str(EMBEDDED_JSON), device="cpu")
+    sent = []
+    socket = types.SimpleNamespace(send_output=sent.append)
+    out = SchedulerOutputStreamer(send_to_detokenizer=socket, tree_cache=None, server_args=args, is_generation=True,
+                                  spec_algorithm=SpeculativeAlgorithm.NONE,
+                                  disaggregation_mode=DisaggregationMode.NULL, enable_hicache_storage=lambda: False)
+    with use_context(create_context(args, role="scheduler", ranks=SpawnRanks(world_rank=0))):
+        yield out, sent
+
+
+def sglang_req(rid, stream):
+    from array import array
+
+    from sglang.srt.managers.schedule_batch import Req
+
+    return Req(rid, "prompt", array("q", [1, 2, 3]), SamplingParams(max_new_tokens=3 * C), stream=stream)
+
+
+def test_steps_of_every_canvas_reach_streamed_and_unstreamed_responses(streamer):
+    """Through SGLang's output streamer and its tokenizer manager's accumulation: a stream gets each canvas's count
+    with the chunk after it (the meta of every chunk holds the canvases so far); a non-streamed response gets all."""
+    from sglang.srt.managers.schedule_batch import FINISH_LENGTH
+    from sglang.srt.managers.tokenizer_manager import TokenizerManager
+
+    out, sent = streamer
+    live, whole = sglang_req("st-live", True), sglang_req("st-whole", False)
+    for rid in (live.rid, whole.rid):
+        plugin.REQUESTS.drop(rid)
+    metas = {live.rid: [], whole.rid: []}
+    accumulated = {rid: types.SimpleNamespace(customized_info_accumulated={}, customized_info_reported_keys=set())
+                   for rid in metas}
+    for k, (a, b) in enumerate([(5, 9), (6, 10), (4, 11)]):  # three canvases each
+        plugin.REQUESTS.get(live.rid).steps.append(a)  # (what step() records when a canvas finishes)
+        plugin.REQUESTS.get(whole.rid).steps.append(b)
+        for req in (live, whole):
+            req.output_ids.extend([7] * C)
+            if k == 2:
+                req.finished_reason = FINISH_LENGTH(3 * C)
+        out.stream_output([live, whole], False)
+        live.send_token_offset = len(live.output_ids)
+        payload = sent[-1]
+        for i, rid in enumerate(payload.rids):
+            meta = {}
+            TokenizerManager.update_request_meta_info(TokenizerManager, meta, accumulated[rid],
+                                                      payload.customized_info, i, None)
+            metas[rid].append(list(meta[plugin.STEPS_KEY]))
+    assert metas[live.rid] == [[5], [5, 6], [5, 6, 4]]
+    assert metas[whole.rid] == [[9, 10, 11]]  # output once, when finished
+    assert live.rid not in plugin.REQUESTS and whole.rid not in plugin.REQUESTS  # freed after the last output
+
+
+def test_an_aborted_request_frees_its_state_at_once():
+    """SGLang's Scheduler.send_abort_output (aborted while queued, rejected, retracted) as the plugin wraps it."""
+    from sglang.srt.managers.scheduler import Scheduler
+    from sglang.srt.plugins import load_plugins
+
+    load_plugins()
+    schema = json.dumps({"type": "object", "required": ["a"], "properties": {"a": {"type": "integer"}}})
+    assert plugin.DiffreasonRenoise.validate_request(fake_req("gone", json_schema=schema, max_new_tokens=64)) is None
+    assert "gone" in plugin.REQUESTS and plugin.REQUESTS.get("gone").template is not None
+    told = []
+    scheduler = types.SimpleNamespace(rust_server=None, ipc_channels=types.SimpleNamespace(
+        send_to_tokenizer=types.SimpleNamespace(send_output=lambda abort, req: told.append(req.rid))))
+    Scheduler.send_abort_output(scheduler, object(), types.SimpleNamespace(rid="gone"))
+    assert told == ["gone"] and "gone" not in plugin.REQUESTS
 
 
 # ---- safe to serve: constraints are data, bounded, and refused requests leave nothing behind -----------------------
