@@ -270,6 +270,7 @@ def save_model(lm: DiffusionLM, path: str | Path) -> Path:
         lm.model.generation_config = to_generation_config(lm.sampler_config, lm.tokenizer)
         lm.model.save_pretrained(tmp, safe_serialization=True)
         lm.tokenizer.save_pretrained(tmp)
+        write_processor(tmp)
         for entry in existing:
             if not (tmp / entry.name).exists() and not entry.name.endswith(_WEIGHT_SUFFIXES):
                 (shutil.copytree if entry.is_dir() else shutil.copy2)(entry, tmp / entry.name)
@@ -284,6 +285,51 @@ def save_model(lm: DiffusionLM, path: str | Path) -> Path:
         raise DiffreasonError(f"cannot write the checkpoint to {str(path)!r}: {exc.strerror or exc}") from None
     lm.path = path
     return path
+
+
+PROCESSOR_FILE = "processor_config.json"
+
+
+def write_processor(directory: str | Path) -> None:
+    """Make the checkpoint in `directory` one SGLang's tokenizer manager loads: SGLang serves DiffusionGemma as a
+    multimodal model and loads its processor (`AutoProcessor` → transformers' `Gemma4Processor`, which reads the image
+    markers off the tokenizer). Declares the tokenizer's image markers (`boi_token`, `eoi_token`, `image_token`: the
+    tokens `config.json` names) in tokenizer_config.json, and writes processor_config.json from transformers' own
+    Gemma4Processor with its default image, audio and video settings. The vocabulary is unchanged (the processor's
+    `<|video|>` is not added: SGLang reloads the tokenizer from tokenizer.json). Idempotent."""
+    import copy
+    import tempfile
+
+    from transformers import AutoTokenizer
+    from transformers.models.gemma4 import (
+        Gemma4AudioFeatureExtractor,
+        Gemma4ImageProcessor,
+        Gemma4Processor,
+        Gemma4VideoProcessor,
+    )
+
+    from diffreason.tokenizer import IMAGE_MARKERS
+
+    directory = Path(directory)
+    markers = dict(zip(("boi_token", "eoi_token", "image_token"), IMAGE_MARKERS))
+    vocab = AutoTokenizer.from_pretrained(directory).get_vocab()
+    missing = [t for t in IMAGE_MARKERS if t not in vocab]
+    if missing:
+        raise DiffreasonError(f"the tokenizer in {str(directory)!r} lacks the image markers {missing}; SGLang "
+                              "cannot load a DiffusionGemma processor for it")
+    tokenizer = AutoTokenizer.from_pretrained(directory, extra_special_tokens=markers)
+    assert len(tokenizer) == len(vocab)  # (declared, not added)
+    with tempfile.TemporaryDirectory() as scratch:
+        tokenizer.save_pretrained(scratch)
+        config = json.loads((Path(scratch) / "tokenizer_config.json").read_text())
+        for key in ("is_local", "local_files_only"):  # (where this copy was loaded from, not what it is)
+            config.pop(key, None)
+        (directory / "tokenizer_config.json").write_text(json.dumps(config, indent=2, ensure_ascii=False) + "\n")
+        processor = Gemma4Processor(feature_extractor=Gemma4AudioFeatureExtractor(),
+                                    image_processor=Gemma4ImageProcessor(), tokenizer=copy.deepcopy(tokenizer),
+                                    video_processor=Gemma4VideoProcessor())
+        processor.save_pretrained(Path(scratch) / "processor")
+        shutil.copy2(Path(scratch) / "processor" / PROCESSOR_FILE, directory / PROCESSOR_FILE)
 
 
 def _fsync_files(directory: Path, directory_only: bool = False) -> None:
