@@ -16,8 +16,11 @@ insists on that name) and adds small hooks so step counts reach the client and o
   max_new_tokens before anything is built, and its compile is bounded in CPU time and memory, so one request can
   neither stall nor exhaust the server; a refused request leaves nothing behind;
 - `step()` calls `RenoiseSampler.step` — the local engine's sampler, with SGLang's random stream
-  (`draws="sglang"`) — so unconstrained requests are token-identical to upstream and constrained ones follow their
-  masks; finished canvases commit slots through their automata exactly as the local engine does;
+  (`draws="sglang"`) — once for all the batch's unfinished rows, so unconstrained requests are token-identical to
+  upstream and constrained ones follow their masks; finished canvases commit slots through their automata exactly as
+  the local engine does. Masks stay compact (a template's token classes, copied to the device once per request) and
+  are expanded on the device per batch (rebuilt only when the batch's rows change); a step reads back from the device
+  once; a carried row keeps its canvas, not its last [C, V] logits;
 - the denoising steps of every canvas reach the client as `meta_info["diffreason_steps"]` (one entry per canvas:
   in a non-streamed response all of them; a stream carries each canvas's count with the first chunk after it, and
   SGLang's tokenizer manager accumulates them, so every chunk's meta holds the canvases so far — except under
@@ -47,9 +50,9 @@ import torch
 from sglang.srt.dllm.algorithm.gemma4_renoise import Gemma4Renoise
 from sglang.srt.managers.schedule_batch import FINISH_ABORT
 
-from diffreason.canvas import CanvasConstraint, CanvasTemplate
+from diffreason.canvas import CanvasConstraint, CanvasTemplate, DeviceMasks
 from diffreason.errors import DiffreasonError
-from diffreason.sampler import RenoiseSampler, SamplerConfig
+from diffreason.sampler import DenoiseState, RenoiseSampler, SamplerConfig
 from diffreason.structured import check_output, constraint_template
 
 logger = logging.getLogger(__name__)
@@ -225,19 +228,23 @@ class DiffreasonRenoise(Gemma4Renoise):
         )
 
     def init_step_state(self, forward_batch) -> list[Any]:
+        """A fresh canvas per row, in the allowed sets of the canvas its request is on. No side effect: SGLang's FDFO
+        loop calls this for every row of a batch whenever any row is new, and keeps the carried rows' old states."""
         device = forward_batch.input_ids.device
         states = []
         for index in range(forward_batch.batch_size):
             rid = forward_batch.rids[index] if forward_batch.rids else str(index)
             request = REQUESTS.get(rid)
-            canvas_index = request.canvases_done  # (read only: FDFO re-runs this for rows it then keeps)
+            canvas_index = request.canvases_done  # (read only)
             template = None
             if request.template is not None and canvas_index < request.template.num_canvases(self.block_size):
                 template = request.template.canvas(canvas_index, self.block_size).with_vocab(self.vocab_size)
             generator = torch.Generator(device=device)
             generator.manual_seed(self._request_seed(forward_batch, index))
-            constraint = CanvasConstraint.from_templates([template], device=device) if template is not None else None
+            constraint = (CanvasConstraint.from_templates([template], device, self._device_masks(device))
+                          if template is not None else None)
             denoise = self.sampler.init_state(1, self.block_size, self.vocab_size, [generator], constraint, device)
+            denoise.constraint = None  # (the batch's constraint is built in step(), for the rows it advances)
             states.append({
                 # the keys upstream's prepare_inputs reads
                 "step": self.max_denoising_steps,
@@ -251,33 +258,91 @@ class DiffreasonRenoise(Gemma4Renoise):
             })
         return states
 
+    def _device_masks(self, device) -> DeviceMasks:
+        masks = getattr(self, "_masks", None)
+        if masks is None or masks.device != torch.device(device):
+            masks = self._masks = DeviceMasks(device)
+        return masks
+
+    def _batch_constraint(self, templates: list, device) -> CanvasConstraint | None:
+        """The constraint of the rows a step advances, expanded on the device; kept while the rows stay the same."""
+        cached = getattr(self, "_constraint_for", None)
+        if cached is not None and len(cached[0]) == len(templates) and all(
+                a is b for a, b in zip(cached[0], templates)):
+            return cached[1]
+        parts = [t if t is not None else CanvasTemplate.unconstrained(self.block_size, self.vocab_size)
+                 for t in templates]
+        constraint = CanvasConstraint.from_templates(parts, device, self._device_masks(device))
+        self._constraint_for = (list(templates), constraint)
+        return constraint
+
     def step(self, forward_batch, full_logits: torch.Tensor, states: list[Any]) -> list[bool]:
+        """One denoising step of every unfinished row, as one batch through the sampler (see the module docstring)."""
         logits = full_logits.view(forward_batch.batch_size, self.block_size, self.vocab_size)
         active = [i for i, s in enumerate(states) if not s["finished"]]
-        signals = []
-        for i in active:
-            state = states[i]
-            denoise = state["denoise"]
-            self.sampler.step(logits[i : i + 1], denoise)
-            state["step"] = int(denoise.steps_left[0])
-            if bool(denoise.done[0]):
+        if active:
+            rows = [states[i] for i in active]
+            if len(active) < len(states):
+                logits = logits[torch.tensor(active, device=logits.device)]
+            self._advance(logits, rows)
+        self._write_input_ids(forward_batch, states)
+        return [s["finished"] for s in states]
+
+    def _advance(self, logits: torch.Tensor, rows: list[dict]) -> None:
+        templates = [s["template"] for s in rows]
+        batch = _stack([s["denoise"] for s in rows], self._batch_constraint(templates, logits.device))
+        out = self.sampler.step(logits, batch)
+        # the step's one read-back: which rows finished, their steps
+        done, left, taken = torch.stack([batch.done.int(), batch.steps_left, batch.steps_taken]).tolist()
+        committed = None
+        if any(done):
+            committed = self.sampler.commit(batch, [t if d else None for t, d in zip(templates, done)])
+        going = [j for j, d in enumerate(done) if not d]
+        embeds = None
+        if going:
+            # Self-conditioning as upstream feeds it: the step's probabilities @ embedding table (sharded-vocab aware).
+            probs = out.probs if len(going) == len(rows) else out.probs[going]
+            embeds = self._soft_embeddings(probs.reshape(-1, self.vocab_size)).view(len(going), self.block_size, -1)
+        position = {j: k for k, j in enumerate(going)}
+        for j, state in enumerate(rows):
+            state["denoise"] = _row(batch, j)
+            state["step"] = left[j]
+            if done[j]:
                 state["finished"] = True
-                state["current"] = self.sampler.commit(denoise, [state["template"]])[0]
+                state["current"] = committed[j]
                 state["self_conditioning"] = None
                 request = REQUESTS.get(state["rid"])
                 request.canvases_done += 1
-                request.steps.append(int(denoise.steps_taken[0]))
+                request.steps.append(taken[j])
             else:
-                state["current"] = denoise.canvas[0]
-                signals.append((i, denoise.self_conditioning[0]))
-        if signals:
-            # Self-conditioning as upstream feeds it: probabilities @ embedding table (sharded-vocab aware).
-            probs = torch.log_softmax(torch.stack([s for _, s in signals]), dim=-1, dtype=torch.float32).exp()
-            embeds = self._soft_embeddings(probs.reshape(-1, self.vocab_size)).view(len(signals), self.block_size, -1)
-            for (i, _), e in zip(signals, embeds):
-                states[i]["self_conditioning"] = e
-        self._write_input_ids(forward_batch, states)
-        return [s["finished"] for s in states]
+                state["current"] = batch.canvas[j]
+                state["self_conditioning"] = embeds[position[j]]
+
+
+def _stack(rows: list[DenoiseState], constraint: CanvasConstraint | None) -> DenoiseState:
+    """One DenoiseState for the rows a step advances (each row's own state is one canvas)."""
+    return DenoiseState(
+        canvas=torch.cat([r.canvas for r in rows]),
+        argmax=torch.cat([r.argmax for r in rows]),
+        history=torch.cat([r.history for r in rows], dim=1),
+        steps_left=torch.cat([r.steps_left for r in rows]),
+        steps_taken=torch.cat([r.steps_taken for r in rows]),
+        done=torch.cat([r.done for r in rows]),
+        stopped_early=torch.cat([r.stopped_early for r in rows]),
+        constraint=constraint,
+        generators=[g for r in rows for g in r.generators],
+    )
+
+
+def _row(batch: DenoiseState, j: int) -> DenoiseState:
+    """Row j of a stepped batch as that row's own state, without the step's [C, V] logits (a carried row keeps only
+    what the next step reads)."""
+    one = slice(j, j + 1)
+    return DenoiseState(
+        canvas=batch.canvas[one], argmax=batch.argmax[one], history=batch.history[:, one],
+        steps_left=batch.steps_left[one], steps_taken=batch.steps_taken[one], done=batch.done[one],
+        stopped_early=batch.stopped_early[one], constraint=None, generators=[batch.generators[j]],
+    )
 
 
 Algorithm = DiffreasonRenoise

@@ -11,6 +11,8 @@ than one canvas; the engine cuts it into canvases (`CanvasTemplate.canvas`) and 
 
 from __future__ import annotations
 
+import weakref
+
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
@@ -316,16 +318,29 @@ class CanvasConstraint:
     table_index: torch.Tensor  # [B, C] long index into `table` (0 where unrestricted)
     row_restricted: list[bool]
 
+    @property
+    def disallowed(self) -> torch.Tensor | None:
+        """~allowed [B, C, V], computed once (the sampler masks every step's logits with it)."""
+        if self.allowed is None:
+            return None
+        cached = self.__dict__.get("_disallowed")
+        if cached is None:
+            cached = self.__dict__["_disallowed"] = ~self.allowed
+        return cached
+
     @classmethod
     def from_templates(
-        cls, templates: Sequence[CanvasTemplate], device: torch.device | str = "cpu"
+        cls, templates: Sequence[CanvasTemplate], device: torch.device | str = "cpu",
+        mask_cache: "DeviceMasks | None" = None,
     ) -> "CanvasConstraint | None":
-        """Stack same-length canvas templates; None when no row constrains anything."""
+        """Stack same-length canvas templates; None when no row constrains anything.
+
+        Built where it is used: only the templates' compact parts (fixed tokens and mask indices [C], each distinct
+        mask table [K, V] once, through `mask_cache` when given) go to `device`; the dense allowed sets [B, C, V] are
+        expanded there (at V = 262,144 and C = 256 they are 67 MB per row)."""
         if all(t.is_unconstrained for t in templates):
             return None
         vocab = templates[0].vocab_size
-        fixed = torch.stack([t.fixed for t in templates])
-        free = fixed < 0
         # Templates that share a mask table (the same tensor) share its rows in the batch table.
         offsets, masks, seen, total = [], [], {}, 0
         for t in templates:
@@ -334,35 +349,39 @@ class CanvasConstraint:
                 masks.append(t.masks)
                 total += t.masks.shape[0]
             offsets.append(seen[id(t.masks)])
-        all_masks = torch.cat(masks) if masks else torch.zeros((0, vocab), dtype=torch.bool)
+        to_device = mask_cache.get if mask_cache is not None else (lambda m: m.to(device))
+        all_masks = (torch.cat([to_device(m) for m in masks]) if total
+                     else torch.zeros((0, vocab), dtype=torch.bool, device=device))
+        fixed = torch.stack([t.fixed for t in templates]).to(device)
         mask_index = torch.stack(
             [torch.where(t.mask_index >= 0, t.mask_index + off, t.mask_index) for t, off in zip(templates, offsets)]
-        )
+        ).to(device)
+        free = fixed < 0
         restricted = free & (mask_index >= 0)
-        # allowed: any token by default, the mask where restricted, a single token where fixed.
-        allowed = torch.ones((*fixed.shape, vocab), dtype=torch.bool)
-        if restricted.any():
-            allowed[restricted] = all_masks[mask_index[restricted]]
-        if (~free).any():
-            allowed[~free] = False
+        # allowed: any token by default (row 0 of the extended table), the mask where restricted, a single token
+        # where fixed.
+        extended = torch.cat([torch.ones((1, vocab), dtype=torch.bool, device=device), all_masks])
+        allowed = extended[torch.where(restricted, mask_index + 1, 0)]
+        if not bool(free.all()):
+            allowed &= free[..., None]
             b, c = (~free).nonzero(as_tuple=True)
             allowed[b, c, fixed[b, c]] = True
-        counts = all_masks.sum(dim=1) if all_masks.shape[0] else torch.zeros(1, dtype=torch.long)
+        counts = all_masks.sum(dim=1) if total else torch.zeros(1, dtype=torch.long, device=device)
         width = max(1, int(counts.max()) if counts.numel() else 1)
-        table = torch.zeros((max(1, all_masks.shape[0]), width), dtype=torch.long)
-        for k in range(all_masks.shape[0]):
-            ids = all_masks[k].nonzero().flatten()
-            table[k, : ids.numel()] = ids
-        counts = counts.clamp(min=1) if all_masks.shape[0] else torch.ones(1, dtype=torch.long)
-        to = lambda x: x.to(device)  # noqa: E731
+        table = torch.zeros((max(1, total), width), dtype=torch.long, device=device)
+        if total:  # each mask's ids, in order, padded: ranks of the allowed ids along the vocabulary
+            k, v = all_masks.nonzero(as_tuple=True)
+            rank = all_masks.long().cumsum(dim=1)[k, v] - 1
+            table[k, rank] = v
+        counts = counts.clamp(min=1) if total else torch.ones(1, dtype=torch.long, device=device)
         return cls(
-            fixed=to(fixed),
-            free=to(free),
-            restricted=to(restricted),
-            allowed=to(allowed),
-            table=to(table),
-            counts=to(counts),
-            table_index=to(mask_index.clamp(min=0)),
+            fixed=fixed,
+            free=free,
+            restricted=restricted,
+            allowed=allowed,
+            table=table,
+            counts=counts,
+            table_index=mask_index.clamp(min=0),
             row_restricted=restricted.any(dim=1).tolist(),
         )
 
@@ -384,3 +403,25 @@ class CanvasConstraint:
         counts = self.counts[self.table_index]
         slot = torch.minimum((u * counts).long(), counts - 1)
         return self.table[self.table_index, slot]
+
+
+class DeviceMasks:
+    """Device copies of templates' mask tables [K, V], made once per table while the table lives (a constrained
+    request's masks are reused by every canvas step; a server keeps one of these per device)."""
+
+    def __init__(self, device: torch.device | str):
+        self.device = torch.device(device)
+        self._copies: dict[int, tuple[weakref.ref, torch.Tensor]] = {}
+
+    def get(self, masks: torch.Tensor) -> torch.Tensor:
+        key = id(masks)
+        hit = self._copies.get(key)
+        if hit is not None and hit[0]() is masks:
+            return hit[1]
+        copy = masks.to(self.device)
+        self._copies = {k: v for k, v in self._copies.items() if v[0]() is not None}  # (forget dead tables)
+        self._copies[key] = (weakref.ref(masks), copy)
+        return copy
+
+    def __len__(self) -> int:
+        return sum(1 for ref, _ in self._copies.values() if ref() is not None)

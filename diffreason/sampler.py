@@ -154,6 +154,7 @@ class StepOutput:
     accepted: torch.Tensor  # [b, C] bool
     mean_entropy: torch.Tensor  # [b]
     stopped: torch.Tensor  # [b] bool: finished at this step
+    probs: torch.Tensor | None = None  # [b, C, V] float32 tempered, masked probabilities of this step
 
 
 # --------------------------------------------------------------------------------------------------------------------
@@ -219,17 +220,21 @@ class RenoiseSampler:
         temperature = self.config.temperature(pick(state.steps_left))
         tempered = logits / temperature[:, None, None]
         if constraint is not None and constraint.allowed is not None:
-            tempered = tempered.masked_fill_(~constraint.allowed, float("-inf"))
+            tempered = tempered.masked_fill_(constraint.disallowed, float("-inf"))
 
         # 3. statistics: probabilities, argmax, entropy (log-probabilities as torch.distributions.Categorical
         # normalises them; the clamp keeps -inf * 0 of masked tokens at 0).
-        if self.config.draws == "sglang":  # SGLang exponentiates its log-softmax
-            probs = torch.log_softmax(tempered, dim=-1, dtype=torch.float32).exp()
+        if self.config.draws == "sglang":  # SGLang's statistics: one log-softmax, exponentiated
+            log_probs = torch.log_softmax(tempered, dim=-1, dtype=torch.float32)
+            probs = log_probs.exp()
         else:
             probs = torch.softmax(tempered, dim=-1, dtype=torch.float32)
+            log_probs = tempered - tempered.logsumexp(dim=-1, keepdim=True)
         argmax = tempered.argmax(dim=-1)
-        log_probs = tempered - tempered.logsumexp(dim=-1, keepdim=True)
-        entropy = -(log_probs.clamp(min=torch.finfo(log_probs.dtype).min) * probs).sum(-1)
+        if constraint is None:
+            entropy = -(log_probs * probs).sum(-1)
+        else:  # (a masked token's -inf * 0 is NaN, and must count 0)
+            entropy = -torch.nansum(log_probs * probs, dim=-1)
         free = constraint.free if constraint is not None else None
 
         # 4. acceptance, samples for accepted positions, re-noising of the rest; fixed positions stay clamped.
@@ -264,7 +269,7 @@ class RenoiseSampler:
                 state.self_conditioning = tempered.new_zeros((state.batch_size, length, vocab))
                 state.mean_entropy = mean_entropy.new_zeros(state.batch_size)
             state.self_conditioning[rows], state.mean_entropy[rows] = tempered, mean_entropy
-        return StepOutput(rows=rows, accepted=accepted, mean_entropy=mean_entropy, stopped=done)
+        return StepOutput(rows=rows, accepted=accepted, mean_entropy=mean_entropy, stopped=done, probs=probs)
 
     # -- commit ---------------------------------------------------------------------------------------------------
 

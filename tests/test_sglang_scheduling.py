@@ -258,3 +258,35 @@ def test_a_rerun_of_init_step_state_does_not_advance_a_request():
         assert first.violations(TWO_CANVASES_TOKENS[:C]) == [] and state["template"].violations([DASH] * C) != []
     assert plugin.REQUESTS.get("idem").canvases_done == 0
     plugin.REQUESTS.drop("idem")
+
+
+def test_a_step_is_one_batched_sampler_call_with_masks_built_once_per_batch(monkeypatch):
+    """Item: vocabulary-scale masks. Every row a step advances goes through the sampler as one batch; the batch's
+    constraint is expanded on the device only when its rows change; the templates' mask tables are copied to the
+    device once; a carried row keeps no [C, V] logits."""
+    algo = make_algorithm(plugin.DiffreasonRenoise, True)
+    runner = StandInRunner()
+    for rid in ("slow-two", "two-b"):
+        plugin.REQUESTS.drop(rid)
+    submit_templates(algo)
+    calls, builds = [], []
+    step = algo.sampler.step
+    monkeypatch.setattr(algo.sampler, "step", lambda logits, state, *a: calls.append(logits.shape[0]) or step(
+        logits, state, *a))
+    build = CanvasConstraint.from_templates.__func__
+    monkeypatch.setattr(CanvasConstraint, "from_templates",
+                        classmethod(lambda cls, t, *a, **k: builds.append(len(t)) or build(cls, t, *a, **k)))
+    rids = ["slow-two", "two-b", "slow-free"]
+    fb = forward_batch(rids)
+    _, _, _, states, _ = algo.run(runner, fb, [None] * 3)
+    assert calls == [3] and builds == [1, 1, 3]  # (one per row for its first canvas, then the batch's)
+    copies = len(algo._masks)
+    assert copies == 3  # each request's mask table and the free row's empty one, copied once
+    for _ in range(2):
+        _, _, accepted, states, _ = algo.run(runner, fb, states)
+        assert accepted == [0, 0, 0]
+    assert calls == [3, 3, 3] and builds == [1, 1, 3]  # the same rows: the same constraint
+    assert len(algo._masks) == copies  # (not copied again)
+    assert all(s["denoise"].self_conditioning is None for s in states)
+    for rid in ("slow-two", "two-b", "slow-free"):
+        plugin.REQUESTS.drop(rid)
