@@ -6,8 +6,12 @@
    engine on FlashInfer vs SDPA;
 2. the engine on CUDA: one Sudoku batch with the embedded model (puzzles/s; FlashInfer where its head sizes have
    kernels, else SDPA);
-3. an SGLang server with the diffreason plugin, launched on a shipped checkpoint, answering a constrained /generate
-   (json_schema and regex) with valid output and `diffreason_steps` in meta_info, and a 400 for a bad schema.
+3. an SGLang server with the diffreason plugin, launched on a shipped checkpoint under each of SGLang's dLLM loops
+   (FDFO, the default, and `--no-dllm-fdfo`), answering constrained /generate requests (json_schema and regex) with
+   valid output and `diffreason_steps` in meta_info, a 400 for a bad schema, and a batch sent at once: a two-canvas
+   template request beside unconstrained ones (every canvas of the template obeyed, one step count per canvas), and a
+   streamed request whose last chunk lists every canvas's steps;
+4. the plugin's step against upstream's at V = 262,144, C = 256 on the GPU (`diffreason.evals.bench_plugin`).
 Without CUDA it says so and exits 0.
 """
 
@@ -73,12 +77,14 @@ def engine_sudoku() -> bool:
     return True
 
 
-def server(model: Path) -> bool:
-    section(f"SGLang server with the diffreason plugin on {model}")
+def server(model: Path, fdfo: bool = True) -> bool:
+    section(f"SGLang server with the diffreason plugin on {model} ({'FDFO' if fdfo else '--no-dllm-fdfo'})")
     port = free_port()
     env = {**os.environ, "SGLANG_PLUGINS": "diffreason"}
     cmd = [sys.executable, "-m", "sglang.launch_server", "--model-path", str(model), "--dllm-algorithm",
            "Gemma4Renoise", "--port", str(port), "--mem-fraction-static", "0.3", "--disable-cuda-graph"]
+    if not fdfo:
+        cmd.append("--no-dllm-fdfo")
     print(" ".join(cmd), flush=True)
     log = open("/tmp/diffreason-sglang-server.log", "w")
     proc = subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT)
@@ -123,7 +129,8 @@ def server(model: Path) -> bool:
         status, out = post(url, {"text": "free text", "sampling_params": {"max_new_tokens": 64}})
         print("unconstrained:", status, out if status != 200 else (out["text"][:80], out["meta_info"].get(
             "diffreason_steps")))
-        ok = good and status == 200
+        good = good and status == 200
+        ok = good and mixed_batch(url, model) and streamed(f"http://127.0.0.1:{port}/generate")
     finally:
         proc.terminate()
         try:
@@ -131,6 +138,58 @@ def server(model: Path) -> bool:
         except subprocess.TimeoutExpired:
             proc.kill()
     return ok
+
+
+def mixed_batch(url: str, model: Path) -> bool:
+    """A two-canvas template request sent at once beside unconstrained ones (they share batches; rows join and leave
+    mid-canvas under FDFO): every position of the template obeyed, one step count per canvas."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from diffreason.model import load_model
+
+    tok = load_model(model).tokenizer
+    canvas = json.loads((model / "config.json").read_text()).get("canvas_length", 256)
+    digits = [tok.convert_tokens_to_ids(d) for d in "0123456789"]
+    positions = [digits] * (canvas + 20) + [tok.eos_token_id]
+    bodies = [{"text": "digits", "sampling_params": {"max_new_tokens": 2 * canvas, "custom_params": {
+        "diffreason_template": json.dumps(positions)}}}] + [
+        {"text": f"free {i}", "sampling_params": {"max_new_tokens": 2 * canvas}} for i in range(6)]
+    with ThreadPoolExecutor(len(bodies)) as pool:
+        answers = list(pool.map(lambda b: post(url, b, timeout=300), bodies))
+    status, out = answers[0]
+    if status != 200:
+        print("two-canvas template:", status, str(out)[:300])
+        return False
+    ids = out.get("output_ids") or tok.encode(out["text"], add_special_tokens=False)
+    obeyed = all(t in digits for t in ids[: canvas + 20])
+    steps = out["meta_info"].get("diffreason_steps")
+    print("two-canvas template:", "obeyed" if obeyed else "VIOLATED", "steps", steps,
+          "| unconstrained beside it:", [s for s, _ in answers[1:]])
+    return obeyed and isinstance(steps, list) and len(steps) == 2 and all(s == 200 for s, _ in answers[1:])
+
+
+def streamed(url: str) -> bool:
+    """A streamed two-canvas request: its last chunk's meta lists both canvases' steps."""
+    body = {"text": "stream", "stream": True, "sampling_params": {"max_new_tokens": 512}}
+    request = urllib.request.Request(url, data=json.dumps(body).encode(), headers={"Content-Type": "application/json"})
+    last = None
+    with urllib.request.urlopen(request, timeout=300) as response:
+        for line in response:
+            line = line.decode().strip()
+            if line.startswith("data:") and line != "data: [DONE]":
+                last = json.loads(line[5:])
+    steps = (last or {}).get("meta_info", {}).get("diffreason_steps")
+    n = (last or {}).get("meta_info", {}).get("completion_tokens")
+    print("streamed:", "completion_tokens", n, "steps", steps)
+    return isinstance(steps, list) and len(steps) >= 1
+
+
+def plugin_step_ratio() -> bool:
+    section("the plugin's step vs upstream's, V = 262,144, C = 256, on the GPU")
+    from diffreason.evals import bench_plugin
+
+    result = bench_plugin.main(["--device", "cuda", "--rows", "8", "--steps", "8", "--repeats", "5"])
+    return result["ratio"] <= 1.05
 
 
 def main() -> int:
@@ -149,6 +208,8 @@ def main() -> int:
         from diffreason.model import EMBEDDED_JSON
 
         results["server"] = server(args.model or EMBEDDED_JSON)
+        results["server (--no-dllm-fdfo)"] = server(args.model or EMBEDDED_JSON, fdfo=False)
+        results["plugin step ratio"] = plugin_step_ratio()
     section("summary")
     print(json.dumps(results))
     return 0 if all(results.values()) else 1
