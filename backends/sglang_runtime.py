@@ -101,10 +101,6 @@ class _Registry:
         with self._lock:
             self._items.pop(rid, None)
 
-    def __len__(self) -> int:
-        with self._lock:
-            return len(self._items)
-
     def __contains__(self, rid: str) -> bool:
         with self._lock:
             return rid in self._items

@@ -12,7 +12,6 @@ than one canvas; the engine cuts it into canvases (`CanvasTemplate.canvas`) and 
 from __future__ import annotations
 
 import weakref
-
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 

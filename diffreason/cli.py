@@ -227,6 +227,36 @@ def generate(
         )
 
 
+@app.command()
+def serve(
+    model: Path = typer.Argument(None, help="DiffusionGemma checkpoint directory (default: the embedded JSON model)"),
+    host: str = typer.Option("127.0.0.1", "--host", help="address to listen on"),
+    port: int = typer.Option(30000, "--port", help="port, 1 to 65535"),
+    max_batch: int = typer.Option(16, "--max-batch", help="requests run together at most, 1 to 1024"),
+    threads: int = THREADS_OPTION,
+) -> None:
+    """Serve the local engine behind SGLang's /generate contract (json_schema, regex, templates, steps in meta)."""
+    _int_in("--port", port, 1, 65535)
+    _int_in("--max-batch", max_batch, 1, 1024)
+    _check_model_dir(model)
+    if model is None:
+        if not (EMBEDDED_JSON / "config.json").is_file():
+            raise DiffreasonError(f"the embedded JSON model is missing ({EMBEDDED_JSON}); pass a checkpoint")
+        model = EMBEDDED_JSON
+    _runtime(threads)
+    import uvicorn
+
+    from diffreason.model import load_model
+    from diffreason.serve import make_app
+
+    app = make_app(load_model(model), max_batch=max_batch)
+    err_console.print(f"[dim]serving {model} on http://{host}:{port} (POST /generate, GET /health)[/dim]")
+    try:
+        uvicorn.run(app, host=host, port=port, log_level="warning")
+    except OSError as exc:
+        raise DiffreasonError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+
+
 @app.command("build-model")
 def build_model_cmd(
     out: Path = typer.Argument(..., help="directory to write the checkpoint to (new, or empty)"),

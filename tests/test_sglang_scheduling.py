@@ -10,6 +10,7 @@ ours and of SGLang's algorithm (`run`, `_run_sync`, `_run_fdfo`, `prepare_inputs
 
 import hashlib
 import json
+import re
 import types
 
 import pytest
@@ -61,7 +62,6 @@ class StandInRunner:
                                            prepare_dllm_input_embeds=self.prepare)
         self.model_config = types.SimpleNamespace(
             hf_config=types.SimpleNamespace(text_config=types.SimpleNamespace(vocab_size=V)))
-        self.forwards = 0
 
     def prepare(self, input_ids, signal):
         with torch.no_grad():
@@ -74,7 +74,6 @@ class StandInRunner:
         return torch.randint(V, (C,), generator=torch.Generator().manual_seed(seed))
 
     def forward(self, fb, pp_proxy_tensors=None):
-        self.forwards += 1
         B = fb.batch_size
         ids = fb.input_ids.view(B, C)
         emb = fb.input_embeds.view(B, C, H)
@@ -178,7 +177,7 @@ def run_schedule(fdfo: bool, ours: bool = True):
         on_forward = None
     outputs = drive(algo, runner, ARRIVALS, fdfo, on_forward)
     steps = {rid: plugin.REQUESTS.take_steps(rid) for rid in outputs}
-    return outputs, steps, masks_seen, runner.forwards
+    return outputs, steps, masks_seen
 
 
 def allowed(template, k):
@@ -187,7 +186,7 @@ def allowed(template, k):
 
 @pytest.mark.parametrize("fdfo", [False, True], ids=["sync", "fdfo"])
 def test_every_canvas_of_every_request_follows_its_template(fdfo):
-    outputs, steps, _, _ = run_schedule(fdfo)
+    outputs, steps, _ = run_schedule(fdfo)
     algo = make_algorithm(plugin.DiffreasonRenoise, fdfo)
     submit_templates(algo)
     for rid in ("slow-two", "two-b"):
@@ -201,8 +200,6 @@ def test_every_canvas_of_every_request_follows_its_template(fdfo):
     for rid in ("fast-regex", "slow-regex"):
         out = outputs[rid][0]
         end = out.index(TOK.eos_token_id)
-        import re
-
         text = TOK.decode(out[:end], skip_special_tokens=True)
         assert re.fullmatch(REGEX, text), (rid, text)
     # one step count per canvas; slow requests run out of steps, the others stop early
@@ -212,15 +209,14 @@ def test_every_canvas_of_every_request_follows_its_template(fdfo):
 
 
 def test_fdfo_and_sync_give_the_same_tokens_and_canvas_states_obey_masks():
-    sync_out, sync_steps, _, sync_forwards = run_schedule(False)
-    fdfo_out, fdfo_steps, seen, fdfo_forwards = run_schedule(True)
+    sync_out, sync_steps, _ = run_schedule(False)
+    fdfo_out, fdfo_steps, seen = run_schedule(True)
     assert fdfo_out == sync_out and fdfo_steps == sync_steps  # each canvas is seeded by its request, not its batch
     # every intermediate canvas of a constrained row, at every FDFO step, lies in the allowed sets of the canvas its
     # request is on (the k-th canvas it has started: rows that join mid-canvas must not move anyone's index)
     algo = make_algorithm(plugin.DiffreasonRenoise, True)
     submit_templates(algo)
     count: dict[str, int] = {}
-    previous: dict[str, torch.Tensor] = {}
     for rid, row in seen:
         template = plugin.REQUESTS.get(rid).template
         k = count.get(rid, 0)
@@ -229,15 +225,13 @@ def test_fdfo_and_sync_give_the_same_tokens_and_canvas_states_obey_masks():
             k = count[rid] = k + 1
             ok = allowed(template, k)[torch.arange(C), row].all()
         assert ok, (rid, k)
-        previous[rid] = row
-    assert count.get("slow-two") == 1 and count.get("two-b") == 1
-    assert fdfo_forwards > sync_forwards / STEPS  # (FDFO really ran step by step)
+    assert count.get("slow-two") == 1 and count.get("two-b") == 1  # (each moved to its second canvas once)
 
 
 @pytest.mark.parametrize("fdfo", [False, True], ids=["sync", "fdfo"])
 def test_unconstrained_requests_are_token_identical_to_upstream_beside_constrained_ones(fdfo):
-    ours, _, _, _ = run_schedule(fdfo)
-    theirs, _, _, _ = run_schedule(fdfo, ours=False)
+    ours, _, _ = run_schedule(fdfo)
+    theirs, _, _ = run_schedule(fdfo, ours=False)
     for rid in ("free-a", "slow-free", "free-c"):
         assert ours[rid] == theirs[rid], rid
     assert ours["slow-two"] != theirs["slow-two"]  # (the constrained ones do differ: their masks apply)

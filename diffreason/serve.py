@@ -1,0 +1,240 @@
+"""`diffreason serve`: the local engine behind SGLang's `/generate` contract, so one client talks to it here and to a
+plugin-enabled SGLang server on GPUs (SGLang refuses DiffusionGemma without CUDA).
+
+    diffreason serve diffreason/weights/json-small --port 30000
+    curl localhost:30000/generate -d '{"text": "a person", "sampling_params": {"json_schema": "{\"type\": \"integer\"}"}}'
+
+The contract, as SGLang's server and the diffreason plugin answer it:
+- `POST /generate` with `text` (a string, or a list: a list of answers), `sampling_params` (`max_new_tokens`,
+  default 128; one constraint of `json_schema` (JSON text), `regex` or `custom_params.diffreason_template` — compiled
+  by `diffreason.structured.constraint_template`, the plugin's function; `sampling_seed`, default 0) and `stream`;
+  answers `{"text", "output_ids", "meta_info": {"id", "finish_reason", "prompt_tokens", "completion_tokens",
+  "diffreason_steps"}}`. A stream sends one `data:` chunk per committed canvas (the text so far), then the full
+  answer (every canvas's steps), then `data: [DONE]`.
+- a request it cannot serve is HTTP 400 with `{"error": {"message": ...}}` (SGLang's shape), a finished JSON output
+  that fails its schema HTTP 500 (a compiler bug, never passed on as valid); parameters upstream's Gemma4Renoise
+  refuses (penalties, min_p, logit_bias, ebnf, structural tags, logprobs) are refused alike; others it ignores
+  (temperature, top_p, top_k: the renoise schedule governs sampling) are ignored here too.
+- `GET /health`, `GET /get_model_info`.
+
+Requests that arrive together run as one batch (`Engine.generate_batch`, up to `max_batch` rows, gathered for
+`batch_wait` seconds): each row keeps its own seed's random stream, so an answer does not depend on what it was
+batched with. Differences from SGLang: the seed is `sampling_seed` (SGLang's Gemma4Renoise seeds by request id and
+refuses `sampling_seed`), so the same request gives the same tokens here every time.
+"""
+
+import asyncio
+import json
+import queue
+import threading
+import time
+import uuid
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+from typing import Any
+
+from diffreason.errors import DiffreasonError
+
+DEFAULT_MAX_NEW_TOKENS = 128  # SGLang's default
+REFUSED = {  # what upstream's Gemma4Renoise refuses, with the value that means "not used"
+    "frequency_penalty": 0.0, "presence_penalty": 0.0, "repetition_penalty": 1.0, "min_new_tokens": 0, "min_p": 0.0,
+    "logit_bias": None, "ebnf": None, "structural_tag": None,
+}
+REFUSED_REQUEST = ("return_logprob", "top_logprobs_num", "token_ids_logprob", "custom_logit_processor")
+
+
+class RequestError(DiffreasonError):
+    """A request the server cannot serve: HTTP 400 with this message."""
+
+
+@dataclass
+class Job:
+    rid: str
+    prompt: str
+    template: Any
+    schema: Any
+    seed: int
+    max_new_tokens: int
+    chunks: queue.Queue | None = None  # a stream's committed canvases (index, tokens so far)
+    done: Future = field(default_factory=Future)
+
+
+def parse_request(body: Any, tokenizer, canvas_length: int) -> list[Job]:
+    """The jobs of one /generate body (one per text); RequestError with a client-facing message."""
+    from diffreason.structured import constraint_template
+
+    if not isinstance(body, dict):
+        raise RequestError("the body must be a JSON object")
+    texts = body.get("text", "")
+    single = isinstance(texts, str)
+    texts = [texts] if single else texts
+    if not isinstance(texts, list) or not texts or not all(isinstance(t, str) for t in texts):
+        raise RequestError("text must be a string or a non-empty list of strings")
+    params = body.get("sampling_params") or {}
+    if not isinstance(params, dict):
+        raise RequestError("sampling_params must be an object")
+    refused = [k for k, unused in REFUSED.items() if params.get(k, unused) not in (unused, {}, [])]
+    refused += [k for k in REFUSED_REQUEST if body.get(k)]
+    if refused:
+        raise RequestError("DiffusionGemma with Gemma4Renoise does not support request-level "
+                           + ", ".join(refused) + "; sampling is governed by the renoise schedule.")
+    max_new = params.get("max_new_tokens", DEFAULT_MAX_NEW_TOKENS)
+    if not isinstance(max_new, int) or isinstance(max_new, bool) or not 1 <= max_new <= 1_000_000:
+        raise RequestError(f"max_new_tokens must be an integer in [1, 1000000], got {max_new!r}")
+    seed = params.get("sampling_seed", 0)
+    if seed is None:
+        seed = 0
+    if not isinstance(seed, int) or isinstance(seed, bool) or not 0 <= seed < 2**63:
+        raise RequestError(f"sampling_seed must be an integer in [0, 2**63), got {seed!r}")
+    custom = params.get("custom_params") or {}
+    raw_template = custom.get("diffreason_template") if isinstance(custom, dict) else None
+    given = [n for n, v in (("json_schema", params.get("json_schema")), ("regex", params.get("regex")),
+                            ("diffreason_template", raw_template)) if v is not None]
+    if len(given) > 1:
+        raise RequestError(f"give one constraint, not {' and '.join(given)}")
+    template = schema = None
+    try:
+        if raw_template is not None:
+            from diffreason.backends.sglang_runtime import template_from_positions
+
+            template = template_from_positions(raw_template, len(tokenizer))
+        elif given:
+            template, compiled = constraint_template(tokenizer, canvas_length, regex=params.get("regex"),
+                                                     json_schema=params.get("json_schema"), max_tokens=max_new)
+            schema = None if compiled is None else compiled.schema
+    except DiffreasonError as exc:
+        raise RequestError(str(exc)) from None
+    if template is not None and max_new < len(template):
+        raise RequestError(f"max_new_tokens={max_new} is shorter than the constrained output ({len(template)} tokens)")
+    rid = body.get("rid") if isinstance(body.get("rid"), str) else uuid.uuid4().hex
+    stream = bool(body.get("stream"))
+    if stream and not single:
+        raise RequestError("stream takes one text, not a list")
+    return [Job(rid if single else f"{rid}-{i}", text, template, schema, seed, max_new,
+                queue.Queue() if stream else None) for i, text in enumerate(texts)]
+
+
+class Batcher:
+    """One worker thread that runs the jobs that arrive together as one engine batch."""
+
+    def __init__(self, engine, max_batch: int = 16, batch_wait: float = 0.01):
+        self.engine, self.max_batch, self.batch_wait = engine, max_batch, batch_wait
+        self.jobs: queue.Queue[Job] = queue.Queue()
+        self.batches: list[int] = []  # the size of every batch run (for tests and logs)
+        threading.Thread(target=self._work, name="diffreason-batcher", daemon=True).start()
+
+    def submit(self, job: Job) -> Future:
+        self.jobs.put(job)
+        return job.done
+
+    def _work(self) -> None:
+        from diffreason.engine import GenerationRequest
+
+        while True:
+            batch = [self.jobs.get()]
+            deadline = time.monotonic() + self.batch_wait
+            while len(batch) < self.max_batch:
+                try:
+                    batch.append(self.jobs.get(timeout=max(0.0, deadline - time.monotonic())))
+                except queue.Empty:
+                    break
+            self.batches.append(len(batch))
+            requests = [GenerationRequest(j.prompt, j.template, j.seed, j.max_new_tokens) for j in batch]
+
+            def on_canvas(index: int, canvas: int, tokens: list) -> None:
+                if batch[index].chunks is not None:
+                    batch[index].chunks.put((canvas, list(tokens)))
+
+            try:
+                results = self.engine.generate_batch(requests, on_canvas=on_canvas)
+            except Exception as exc:  # (never lose the worker: every job of the batch gets the error)
+                for job in batch:
+                    job.done.set_exception(exc)
+                continue
+            for job, result in zip(batch, results):
+                job.done.set_result(result)
+
+
+def answer(job: Job, result, tokenizer) -> dict:
+    """SGLang's /generate answer for a finished job (RequestError-free: a failed schema check raises
+    DiffreasonError, HTTP 500)."""
+    from diffreason.structured import check_output
+
+    text = tokenizer.decode(result.tokens, skip_special_tokens=True)
+    if job.schema is not None:
+        check_output(job.schema, text, 5.0)
+    finish = ({"type": "stop", "matched": tokenizer.eos_token_id} if result.finished
+              else {"type": "length", "length": len(result.tokens)})
+    return {"text": text, "output_ids": list(result.tokens), "meta_info": {
+        "id": job.rid, "finish_reason": finish, "prompt_tokens": len(result.prompt_ids),
+        "completion_tokens": len(result.tokens), "diffreason_steps": list(result.steps)}}
+
+
+def make_app(lm, max_batch: int = 16, batch_wait: float = 0.01):
+    """The FastAPI app of `diffreason serve` over a loaded model (see the module docstring)."""
+    from fastapi import FastAPI, Request
+    from fastapi.responses import JSONResponse, StreamingResponse
+
+    from diffreason.engine import Engine
+
+    engine = Engine(lm)
+    batcher = Batcher(engine, max_batch, batch_wait)
+    tokenizer = lm.tokenizer
+    app = FastAPI(title="diffreason serve")
+    app.state.batcher = batcher
+
+    def error(status: int, message: str) -> JSONResponse:
+        return JSONResponse({"error": {"message": message, "code": status}}, status_code=status)
+
+    @app.get("/health")
+    async def health():
+        return {"status": "ok"}
+
+    @app.get("/get_model_info")
+    async def model_info():
+        return {"model_path": str(lm.path), "is_generation": True, "canvas_length": lm.canvas_length,
+                "vocab_size": lm.vocab_size, "server": "diffreason", "batches": list(batcher.batches[-100:])}
+
+    @app.post("/generate")
+    async def generate(request: Request):  # (FastAPI reads this annotation: no `from __future__ import annotations`)
+        try:
+            body = json.loads(await request.body())
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            return error(400, f"the body is not JSON: {exc}")
+        try:
+            jobs = await asyncio.to_thread(parse_request, body, tokenizer, lm.canvas_length)
+        except RequestError as exc:
+            return error(400, str(exc))
+        futures = [batcher.submit(job) for job in jobs]
+        if jobs[0].chunks is not None:
+            return StreamingResponse(_stream(jobs[0], futures[0], tokenizer), media_type="text/event-stream")
+        try:
+            results = [await asyncio.wrap_future(f) for f in futures]
+            answers = [answer(job, result, tokenizer) for job, result in zip(jobs, results)]
+        except DiffreasonError as exc:
+            return error(500, str(exc))
+        return answers[0] if isinstance(body.get("text", ""), str) else answers
+
+    return app
+
+
+async def _stream(job: Job, future: Future, tokenizer):
+    """One `data:` chunk per committed canvas (the text so far), then the full answer, then `[DONE]`."""
+    so_far: list[int] = []
+    while not future.done() or not job.chunks.empty():
+        try:
+            canvas, tokens = await asyncio.to_thread(job.chunks.get, True, 0.05)
+        except queue.Empty:
+            continue
+        so_far += tokens
+        if tokenizer.eos_token_id in so_far:
+            so_far = so_far[: so_far.index(tokenizer.eos_token_id)]
+        chunk = {"text": tokenizer.decode(so_far, skip_special_tokens=True), "meta_info": {
+            "id": job.rid, "canvas": canvas, "finish_reason": None}}
+        yield f"data: {json.dumps(chunk)}\n\n"
+    try:
+        final = answer(job, future.result(), tokenizer)
+    except DiffreasonError as exc:
+        final = {"error": {"message": str(exc), "code": 500}}
+    yield f"data: {json.dumps(final)}\n\n"
+    yield "data: [DONE]\n\n"

@@ -1,0 +1,147 @@
+"""`diffreason serve`: a real HTTP server process (the CLI), driven over HTTP as SGLang's /generate is."""
+
+import json
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from concurrent.futures import ThreadPoolExecutor
+
+import jsonschema
+import pytest
+
+from diffreason.model import EMBEDDED_JSON
+
+SCHEMA = {"type": "object", "required": ["age"], "properties": {"age": {"type": "integer", "minimum": 0}}}
+
+
+def post(url, body, raw=None, timeout=300):
+    data = raw if raw is not None else json.dumps(body).encode()
+    request = urllib.request.Request(url, data=data, headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as response:
+            return response.status, response.read().decode()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode()
+
+
+@pytest.fixture(scope="module")
+def server():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = subprocess.Popen([sys.executable, "-m", "diffreason.cli", "serve", str(EMBEDDED_JSON), "--port", str(port)],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.time() + 300
+        while time.time() < deadline:
+            if proc.poll() is not None:
+                pytest.fail(f"the server exited: {proc.stdout.read()[-2000:]}")
+            try:
+                with urllib.request.urlopen(base + "/health", timeout=2) as r:
+                    if r.status == 200:
+                        break
+            except OSError:
+                time.sleep(1)
+        else:
+            pytest.fail("the server did not come up in 300 s")
+        yield base
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
+def local(prompt, seed=0, max_new_tokens=128, **constraint):
+    """The same request through the local engine in this process."""
+    from diffreason.engine import Engine
+    from diffreason.model import load_model
+    from diffreason.structured import constraint_template
+
+    lm = load_model(EMBEDDED_JSON)
+    template = None
+    if constraint:
+        template, _ = constraint_template(lm.tokenizer, lm.canvas_length, max_tokens=max_new_tokens, **constraint)
+    return Engine(lm).generate(prompt, template=template, seed=seed, max_new_tokens=max_new_tokens)
+
+
+def test_a_schema_request_is_valid_and_the_local_engines_answer(server):
+    status, text = post(server + "/generate", {"text": "a person", "sampling_params": {
+        "json_schema": json.dumps(SCHEMA), "sampling_seed": 3}})
+    assert status == 200, text
+    out = json.loads(text)
+    jsonschema.validate(json.loads(out["text"]), SCHEMA)
+    meta = out["meta_info"]
+    assert meta["finish_reason"]["type"] == "stop" and meta["completion_tokens"] == len(out["output_ids"])
+    expect = local("a person", seed=3, json_schema=json.dumps(SCHEMA))
+    assert out["output_ids"] == expect.tokens and meta["diffreason_steps"] == expect.steps
+
+
+def test_requests_sent_together_are_batched_and_answered_as_alone(server):
+    bodies = [{"text": "a person", "sampling_params": {"json_schema": json.dumps(SCHEMA), "sampling_seed": s}}
+              for s in range(3)] + [{"text": "code", "sampling_params": {"regex": "[A-Z]{3}-[0-9]{3}"}},
+                                    {"text": "free", "sampling_params": {"max_new_tokens": 40, "sampling_seed": 7}}]
+    with ThreadPoolExecutor(len(bodies)) as pool:
+        answers = list(pool.map(lambda b: post(server + "/generate", b), bodies))
+    assert all(status == 200 for status, _ in answers), answers
+    outs = [json.loads(text) for _, text in answers]
+    for seed in range(3):
+        assert outs[seed]["output_ids"] == local("a person", seed=seed, json_schema=json.dumps(SCHEMA)).tokens
+    assert outs[3]["text"][:7].isascii() and outs[3]["output_ids"] == local("code", regex="[A-Z]{3}-[0-9]{3}").tokens
+    assert outs[4]["output_ids"] == local("free", seed=7, max_new_tokens=40).tokens
+    with urllib.request.urlopen(server + "/get_model_info", timeout=10) as r:
+        info = json.loads(r.read())
+    assert max(info["batches"]) > 1  # (some of them ran together)
+
+
+@pytest.mark.parametrize("body, raw, message", [
+    (None, b"{not json", "the body is not JSON"),
+    ({"text": "x", "sampling_params": {"json_schema": "{not json"}}, None, "not valid JSON"),
+    ({"text": "x", "sampling_params": {"regex": "a", "json_schema": "{}"}}, None, "give one constraint"),
+    ({"text": "x", "sampling_params": {"frequency_penalty": 0.5}}, None, "does not support request-level "
+                                                                          "frequency_penalty"),
+    ({"text": "x", "sampling_params": {"max_new_tokens": 0}}, None, "max_new_tokens must be an integer"),
+    ({"text": 3}, None, "text must be a string"),
+    ({"text": "x", "sampling_params": {"json_schema": json.dumps({"type": "string", "minLength": 10**9})}}, None,
+     "minLength 1000000000"),
+    ({"text": "x", "sampling_params": {"regex": "a{40}", "max_new_tokens": 8}}, None, "fits in exactly 7 tokens"),
+])
+def test_a_bad_request_is_a_400_with_the_reason_and_the_server_lives_on(server, body, raw, message):
+    status, text = post(server + "/generate", body, raw=raw)
+    assert status == 400 and message in json.loads(text)["error"]["message"], text
+    with urllib.request.urlopen(server + "/health", timeout=10) as r:
+        assert r.status == 200
+
+
+def test_a_stream_sends_each_canvas_then_the_answer_with_every_canvas_steps(server):
+    body = {"text": "free", "stream": True, "sampling_params": {"max_new_tokens": 200, "sampling_seed": 1}}
+    request = urllib.request.Request(server + "/generate", data=json.dumps(body).encode(),
+                                     headers={"Content-Type": "application/json"})
+    chunks = []
+    with urllib.request.urlopen(request, timeout=300) as response:
+        for line in response:
+            line = line.decode().strip()
+            if line.startswith("data: "):
+                chunks.append(line[6:])
+    assert chunks[-1] == "[DONE]"
+    final = json.loads(chunks[-2])
+    expect = local("free", seed=1, max_new_tokens=200)
+    assert final["output_ids"] == expect.tokens and final["meta_info"]["diffreason_steps"] == expect.steps
+    canvases = [json.loads(c) for c in chunks[:-2]]
+    assert [c["meta_info"]["canvas"] for c in canvases] == list(range(len(expect.steps)))
+    assert canvases[-1]["text"] == final["text"]
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--port", "70000"], "--port"), (["--max-batch", "0"], "--max-batch"), (["/nonexistent/model"], "nonexistent"),
+])
+def test_bad_serve_options_are_one_error_line_and_exit_2(args, message):
+    proc = subprocess.run([sys.executable, "-m", "diffreason.cli", "serve", *args], capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert message in proc.stderr and proc.stderr.strip().count("\n") == 0, proc.stderr
