@@ -38,7 +38,6 @@ Upstream's other rules stay: penalties, logprobs, logit_bias, ebnf and structura
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
 from collections import OrderedDict
@@ -53,12 +52,16 @@ from sglang.srt.managers.schedule_batch import FINISH_ABORT
 from diffreason.canvas import CanvasConstraint, CanvasTemplate, DeviceMasks
 from diffreason.errors import DiffreasonError
 from diffreason.sampler import DenoiseState, RenoiseSampler, SamplerConfig
-from diffreason.structured import check_output, constraint_template
+from diffreason.structured import (
+    TEMPLATE_PARAM,
+    check_output,
+    constraint_template,
+    template_from_positions,
+)
 
 logger = logging.getLogger(__name__)
 
 STEPS_KEY = "diffreason_steps"
-TEMPLATE_PARAM = "diffreason_template"
 MAX_TRACKED = 65536  # a safety net: requests held at once (oldest dropped first); entries are freed on finish/abort
 OUTPUT_CHECK_SECONDS = 5.0  # how long the scheduler waits for jsonschema's verdict on one finished output
 COMPILE_SECONDS = 10.0  # CPU time one request's constraint may take to compile in the scheduler
@@ -126,27 +129,6 @@ def _tokenizer(req):
     if path not in _tokenizers:
         _tokenizers[path] = AutoTokenizer.from_pretrained(path)
     return _tokenizers[path]
-
-
-def template_from_positions(text: str, vocab_size: int) -> CanvasTemplate:
-    """A template sent by a client: a JSON list with, per position, a token id, null (any) or a list of ids."""
-    try:
-        positions = json.loads(text)
-    except (TypeError, json.JSONDecodeError) as exc:
-        raise DiffreasonError(f"{TEMPLATE_PARAM} must be a JSON list: {exc}") from None
-    if not isinstance(positions, list) or not positions:
-        raise DiffreasonError(f"{TEMPLATE_PARAM} must be a non-empty JSON list of positions")
-    for i, p in enumerate(positions):
-        ok = p is None or (isinstance(p, int) and not isinstance(p, bool)) or (
-            isinstance(p, list) and p and all(isinstance(t, int) and not isinstance(t, bool) for t in p)
-        )
-        if not ok:
-            raise DiffreasonError(f"{TEMPLATE_PARAM} position {i}: expected a token id, null or a list of ids")
-        ids = [] if p is None else (p if isinstance(p, list) else [p])
-        bad = [t for t in ids if not 0 <= t < vocab_size]
-        if bad:
-            raise DiffreasonError(f"{TEMPLATE_PARAM} position {i}: token {bad[0]} is outside [0, {vocab_size})")
-    return CanvasTemplate.from_positions(vocab_size, positions)
 
 
 def compile_request(req, canvas_length: int) -> tuple[CanvasTemplate | None, Any]:

@@ -61,7 +61,7 @@ class Job:
 
 def parse_request(body: Any, tokenizer, canvas_length: int) -> list[Job]:
     """The jobs of one /generate body (one per text); RequestError with a client-facing message."""
-    from diffreason.structured import constraint_template
+    from diffreason.structured import constraint_template, template_from_positions
 
     if not isinstance(body, dict):
         raise RequestError("the body must be a JSON object")
@@ -95,8 +95,6 @@ def parse_request(body: Any, tokenizer, canvas_length: int) -> list[Job]:
     template = schema = None
     try:
         if raw_template is not None:
-            from diffreason.backends.sglang_runtime import template_from_positions
-
             template = template_from_positions(raw_template, len(tokenizer))
         elif given:
             template, compiled = constraint_template(tokenizer, canvas_length, regex=params.get("regex"),

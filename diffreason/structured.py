@@ -23,6 +23,7 @@ from diffreason.sampler import SamplerConfig
 COMPILE_SECONDS = 30.0
 COMPILE_MEMORY = 4 * 2**30
 VALIDATION_SECONDS = 30.0
+TEMPLATE_PARAM = "diffreason_template"  # a template sent by a client (`custom_params` of a server request)
 
 
 def constraint_template(
@@ -111,3 +112,25 @@ def check_output(schema: Any, text: str, seconds: float = VALIDATION_SECONDS) ->
         message, where, _ = error
         raise DiffreasonError(f"internal error: the output {text!r} does not validate ({message} at {where})")
     return value
+
+
+def template_from_positions(text: str, vocab_size: int) -> CanvasTemplate:
+    """A template sent by a client (the SGLang plugin's and `diffreason serve`'s `custom_params`): a JSON list with, per
+    position, a token id, null (any) or a list of ids. DiffreasonError with a client-facing message."""
+    try:
+        positions = json.loads(text)
+    except (TypeError, json.JSONDecodeError) as exc:
+        raise DiffreasonError(f"{TEMPLATE_PARAM} must be a JSON list: {exc}") from None
+    if not isinstance(positions, list) or not positions:
+        raise DiffreasonError(f"{TEMPLATE_PARAM} must be a non-empty JSON list of positions")
+    for i, p in enumerate(positions):
+        ok = p is None or (isinstance(p, int) and not isinstance(p, bool)) or (
+            isinstance(p, list) and p and all(isinstance(t, int) and not isinstance(t, bool) for t in p)
+        )
+        if not ok:
+            raise DiffreasonError(f"{TEMPLATE_PARAM} position {i}: expected a token id, null or a list of ids")
+        ids = [] if p is None else (p if isinstance(p, list) else [p])
+        bad = [t for t in ids if not 0 <= t < vocab_size]
+        if bad:
+            raise DiffreasonError(f"{TEMPLATE_PARAM} position {i}: token {bad[0]} is outside [0, {vocab_size})")
+    return CanvasTemplate.from_positions(vocab_size, positions)
