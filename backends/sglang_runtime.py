@@ -193,6 +193,8 @@ class DiffreasonRenoise(Gemma4Renoise):
         super().__init__(config)
         global _canvas_length
         _canvas_length = self.block_size
+        self._masks: DeviceMasks | None = None  # device copies of the requests' mask tables
+        self._constraint_for: tuple[list, CanvasConstraint | None] | None = None  # (last batch's templates, constraint)
         self.sampler = RenoiseSampler(
             SamplerConfig(
                 max_denoising_steps=self.max_denoising_steps,
@@ -237,14 +239,14 @@ class DiffreasonRenoise(Gemma4Renoise):
         return states
 
     def _device_masks(self, device) -> DeviceMasks:
-        masks = getattr(self, "_masks", None)
-        if masks is None or masks.device != torch.device(device):
-            masks = self._masks = DeviceMasks(device)
-        return masks
+        if self._masks is None or self._masks.device != torch.device(device):
+            self._masks = DeviceMasks(device)
+        return self._masks
 
     def _batch_constraint(self, templates: list, device) -> CanvasConstraint | None:
-        """The constraint of the rows a step advances, expanded on the device; kept while the rows stay the same."""
-        cached = getattr(self, "_constraint_for", None)
+        """The constraint of the rows a step advances (its dense sets expanded on the device at the first step that
+        reads them); kept while the rows stay the same."""
+        cached = self._constraint_for
         if cached is not None and len(cached[0]) == len(templates) and all(
                 a is b for a, b in zip(cached[0], templates)):
             return cached[1]

@@ -57,8 +57,8 @@ class CanvasTemplate:
                    masks: torch.Tensor | None = None, slots: Sequence[Slot] = ()) -> "CanvasTemplate":
         """A template from parts that are consistent by construction (slot sets, token ids, other templates' tensors,
         as the constraint pipeline and the task compilers make them): no copies, no checks — the caller vouches for
-        the shapes and ids (`CanvasTemplate(...)` checks them). A JSON schema's template is joined from hundreds of parts, where
-        checking each one cost a fifth of the compile."""
+        the shapes and ids (`CanvasTemplate(...)` checks them). A JSON schema's template is joined from hundreds of
+        parts, where checking each one cost a fifth of the compile."""
         self = cls.__new__(cls)
         self.vocab_size, self.fixed, self.slots = vocab_size, fixed, tuple(slots)
         self.mask_index = torch.full(fixed.shape, ANY, dtype=torch.long) if mask_index is None else mask_index
@@ -299,29 +299,43 @@ class CanvasTemplate:
             stacked, inverse = unique_rows(stacked)
             index = np.where(index >= 0, inverse[np.maximum(index, 0)], index)
         out = cls.from_parts(vocab, torch.from_numpy(fixed), torch.from_numpy(index), torch.from_numpy(stacked),
-                      slots)  # (parts: checked)
+                             slots)  # (parts: checked)
         out._numpy = (fixed, index, stacked)
         return out
 
 
 @dataclass
 class CanvasConstraint:
-    """Dense constraint of one canvas for a batch of rows, as the sampler consumes it."""
+    """The constraint of one canvas for a batch of rows, as the sampler consumes it: compact parts, and the dense
+    allowed sets [B, C, V] expanded from them on first use (drawing noise needs only the compact parts)."""
 
     fixed: torch.Tensor  # [B, C] long, -1 = free
     free: torch.Tensor  # [B, C] bool
     restricted: torch.Tensor  # [B, C] bool: free, with a restricted allowed set
-    allowed: torch.Tensor | None  # [B, C, V] bool (fixed positions: only their token); None = no restriction at all
+    masks: torch.Tensor  # [1 + K, V] bool: row 0 any token, then the batch's masks (on the constraint's device)
     table: torch.Tensor  # [K, M] long: allowed ids per mask, padded
     counts: torch.Tensor  # [K] long
     table_index: torch.Tensor  # [B, C] long index into `table` (0 where unrestricted)
     row_restricted: list[bool]
 
     @property
-    def disallowed(self) -> torch.Tensor | None:
+    def allowed(self) -> torch.Tensor:
+        """[B, C, V] bool: the mask where restricted, a single token where fixed, any token elsewhere (expanded once,
+        where the constraint lives: at V = 262,144 and C = 256 it is 67 MB per row)."""
+        cached = self.__dict__.get("_allowed")
+        if cached is None:
+            allowed = self.masks[torch.where(self.restricted, self.table_index + 1, 0)]
+            fixed = ~self.free
+            if bool(fixed.any()):
+                allowed &= self.free[..., None]
+                b, c = fixed.nonzero(as_tuple=True)
+                allowed[b, c, self.fixed[b, c]] = True
+            cached = self.__dict__["_allowed"] = allowed
+        return cached
+
+    @property
+    def disallowed(self) -> torch.Tensor:
         """~allowed [B, C, V], computed once (the sampler masks every step's logits with it)."""
-        if self.allowed is None:
-            return None
         cached = self.__dict__.get("_disallowed")
         if cached is None:
             cached = self.__dict__["_disallowed"] = ~self.allowed
@@ -335,8 +349,8 @@ class CanvasConstraint:
         """Stack same-length canvas templates; None when no row constrains anything.
 
         Built where it is used: only the templates' compact parts (fixed tokens and mask indices [C], each distinct
-        mask table [K, V] once, through `mask_cache` when given) go to `device`; the dense allowed sets [B, C, V] are
-        expanded there (at V = 262,144 and C = 256 they are 67 MB per row)."""
+        mask table [K, V] once, through `mask_cache` when given) go to `device`; `allowed` is expanded there when
+        first read."""
         if all(t.is_unconstrained for t in templates):
             return None
         vocab = templates[0].vocab_size
@@ -357,14 +371,6 @@ class CanvasConstraint:
         ).to(device)
         free = fixed < 0
         restricted = free & (mask_index >= 0)
-        # allowed: any token by default (row 0 of the extended table), the mask where restricted, a single token
-        # where fixed.
-        extended = torch.cat([torch.ones((1, vocab), dtype=torch.bool, device=device), all_masks])
-        allowed = extended[torch.where(restricted, mask_index + 1, 0)]
-        if not bool(free.all()):
-            allowed &= free[..., None]
-            b, c = (~free).nonzero(as_tuple=True)
-            allowed[b, c, fixed[b, c]] = True
         counts = all_masks.sum(dim=1) if total else torch.zeros(1, dtype=torch.long, device=device)
         width = max(1, int(counts.max()) if counts.numel() else 1)
         table = torch.zeros((max(1, total), width), dtype=torch.long, device=device)
@@ -377,7 +383,7 @@ class CanvasConstraint:
             fixed=fixed,
             free=free,
             restricted=restricted,
-            allowed=allowed,
+            masks=torch.cat([torch.ones((1, vocab), dtype=torch.bool, device=device), all_masks]),
             table=table,
             counts=counts,
             table_index=mask_index.clamp(min=0),
@@ -386,16 +392,20 @@ class CanvasConstraint:
 
     def rows(self, rows: torch.Tensor) -> "CanvasConstraint":
         idx = rows.tolist()
-        return CanvasConstraint(
+        out = CanvasConstraint(
             fixed=self.fixed[rows],
             free=self.free[rows],
             restricted=self.restricted[rows],
-            allowed=None if self.allowed is None else self.allowed[rows],
+            masks=self.masks,
             table=self.table,
             counts=self.counts,
             table_index=self.table_index[rows],
             row_restricted=[self.row_restricted[i] for i in idx],
         )
+        for name in ("_allowed", "_disallowed"):  # (what is expanded already is sliced, not expanded again)
+            if name in self.__dict__:
+                out.__dict__[name] = self.__dict__[name][rows]
+        return out
 
     def draw(self, u: torch.Tensor) -> torch.Tensor:
         """Map uniforms u ∈ [0, 1) [B, C] to a uniformly chosen allowed token per position."""

@@ -243,6 +243,12 @@ def serve(
         if not (EMBEDDED_JSON / "config.json").is_file():
             raise DiffreasonError(f"the embedded JSON model is missing ({EMBEDDED_JSON}); pass a checkpoint")
         model = EMBEDDED_JSON
+    import socket
+
+    try:  # bound here, before the model loads, so a busy port is one error line (uvicorn would log and exit 1)
+        listener = socket.create_server((host, port))
+    except OSError as exc:
+        raise DiffreasonError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
     _runtime(threads)
     import uvicorn
 
@@ -251,10 +257,7 @@ def serve(
 
     app = make_app(load_model(model), max_batch=max_batch)
     err_console.print(f"[dim]serving {model} on http://{host}:{port} (POST /generate, GET /health)[/dim]")
-    try:
-        uvicorn.run(app, host=host, port=port, log_level="warning")
-    except OSError as exc:
-        raise DiffreasonError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+    uvicorn.Server(uvicorn.Config(app, log_level="warning")).run(sockets=[listener])
 
 
 @app.command("build-model")

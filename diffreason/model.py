@@ -300,6 +300,7 @@ def write_processor(directory: str | Path) -> None:
     import copy
     import tempfile
 
+    from tokenizers import Tokenizer
     from transformers import AutoTokenizer
     from transformers.models.gemma4 import (
         Gemma4AudioFeatureExtractor,
@@ -311,14 +312,13 @@ def write_processor(directory: str | Path) -> None:
     from diffreason.tokenizer import IMAGE_MARKERS
 
     directory = Path(directory)
-    markers = dict(zip(("boi_token", "eoi_token", "image_token"), IMAGE_MARKERS))
-    vocab = AutoTokenizer.from_pretrained(directory).get_vocab()
-    missing = [t for t in IMAGE_MARKERS if t not in vocab]
-    if missing:
+    vocab = Tokenizer.from_file(str(directory / "tokenizer.json"))
+    missing = [t for t in IMAGE_MARKERS if vocab.token_to_id(t) is None]
+    if missing:  # (declaring them would add them: a vocabulary larger than the model's embeddings)
         raise DiffreasonError(f"the tokenizer in {str(directory)!r} lacks the image markers {missing}; SGLang "
                               "cannot load a DiffusionGemma processor for it")
+    markers = dict(zip(("boi_token", "eoi_token", "image_token"), IMAGE_MARKERS))
     tokenizer = AutoTokenizer.from_pretrained(directory, extra_special_tokens=markers)
-    assert len(tokenizer) == len(vocab)  # (declared, not added)
     with tempfile.TemporaryDirectory() as scratch:
         tokenizer.save_pretrained(scratch)
         config = json.loads((Path(scratch) / "tokenizer_config.json").read_text())

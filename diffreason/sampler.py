@@ -219,11 +219,11 @@ class RenoiseSampler:
         # 1-2. temperature, then constraints: every statistic below sees only allowed tokens.
         temperature = self.config.temperature(pick(state.steps_left))
         tempered = logits / temperature[:, None, None]
-        if constraint is not None and constraint.allowed is not None:
+        if constraint is not None:
             tempered = tempered.masked_fill_(constraint.disallowed, float("-inf"))
 
         # 3. statistics: probabilities, argmax, entropy (log-probabilities as torch.distributions.Categorical
-        # normalises them; the clamp keeps -inf * 0 of masked tokens at 0).
+        # normalises them).
         if self.config.draws == "sglang":  # SGLang's statistics: one log-softmax, exponentiated
             log_probs = torch.log_softmax(tempered, dim=-1, dtype=torch.float32)
             probs = log_probs.exp()

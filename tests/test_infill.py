@@ -309,7 +309,6 @@ def test_verified_mode_without_a_passing_sample(code_lm):
 
 
 def test_verified_mode_returns_a_parsing_sample_when_none_passes():
-    from diffreason.tasks.infill.holes import parse_code
     from diffreason.tasks.infill.search import Sample, _choose
 
     code = parse_code("x = <|hole|>\n")

@@ -145,3 +145,14 @@ def test_bad_serve_options_are_one_error_line_and_exit_2(args, message):
                           timeout=120)
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     assert message in proc.stderr and proc.stderr.strip().count("\n") == 0, proc.stderr
+
+
+def test_a_busy_port_is_one_error_line_and_exit_2():
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        proc = subprocess.run([sys.executable, "-m", "diffreason.cli", "serve", "--port", str(port)],
+                              capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert f"cannot listen on 127.0.0.1:{port}" in proc.stderr and proc.stderr.strip().count("\n") == 0, proc.stderr
