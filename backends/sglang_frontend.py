@@ -25,12 +25,23 @@ What each primitive means on a canvas:
   fully-noised canvas), so `choices_method` is not used.
 - streaming yields one chunk per committed canvas.
 Every gen and select reports its denoising steps per canvas in `state.get_meta_info(name)["steps"]`.
+
+Remote: `DiffusionBackend("http://host:30000")` sends the same programs to a server — `diffreason serve`, or SGLang
+with the diffreason plugin (or `sglang-router` in front of several: give its URL, or several URLs comma-separated to
+shard here) — through `diffreason.client.Endpoints`: `regex` / `json_schema` / `dtype` go as SGLang sampling params
+(the server compiles them with the same function), `select` is a constrained gen whose regex is exactly the choices
+(no logprob request, which DiffusionGemma servers refuse; so no `scores`), steps come from `meta_info`. The sampler is
+the server's: engine options and `temperature` do not apply, and seeds reach SGLang through the request id (see
+`diffreason.client`).
 """
 
 from __future__ import annotations
 
+import json
 import queue
+import re
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +52,7 @@ from sglang.lang.choices import ChoicesDecision
 from sglang.lang.ir import REGEX_BOOL, REGEX_FLOAT, REGEX_INT, REGEX_STR
 
 from diffreason.canvas import CanvasTemplate
+from diffreason.client import Endpoints, EndpointError
 from diffreason.constrain.regex import Choice
 from diffreason.engine import Engine, GenerationResult
 from diffreason.errors import ConfigError
@@ -54,8 +66,10 @@ DTYPE_REGEX = {"int": REGEX_INT, "float": REGEX_FLOAT, "bool": REGEX_BOOL, "str"
 class DiffusionBackend(BaseBackend):
     """A `BaseBackend` over the local diffreason engine (CPU or CUDA), for any DiffusionGemma checkpoint directory.
 
+    `model_path`: a checkpoint directory, or the URL(s) of servers (`http://host:port[,http://host:port...]`).
     `engine_options`: any `SamplerConfig` field (max_denoising_steps, entropy_bound, draws, ...), `max_batch_size`,
-    `seed` (the first gen's seed; each later gen uses the next one) and `chat_template` (an SGLang template name).
+    `seed` (the first gen's seed; each later gen uses the next one) and `chat_template` (an SGLang template name);
+    for servers `seed`, `chat_template` and the client's `concurrency`, `retries`, `timeout` (see `Endpoints`).
     """
 
     def __init__(self, model_path: str | Path | None = None, **engine_options: Any):
@@ -63,11 +77,23 @@ class DiffusionBackend(BaseBackend):
         if model_path is None:
             model_path = EMBEDDED_JSON
         self.model_path = str(model_path)
-        self.lm = load_model(model_path)
         options = dict(engine_options)
         self.seed = int(options.pop("seed", 0))
-        max_batch_size = int(options.pop("max_batch_size", 64))
         template_name = options.pop("chat_template", None)
+        self.chat_template = get_chat_template(template_name or "default")
+        self.is_chat_model = False
+        self.endpoints: Endpoints | None = None
+        if self.model_path.startswith(("http://", "https://")):
+            client = {k: options.pop(k) for k in ("concurrency", "retries", "timeout") if k in options}
+            if options:
+                raise ConfigError(f"engine option {sorted(options)[0]!r} applies to a local checkpoint; a server runs "
+                                  "its own sampler (options for servers: seed, chat_template, concurrency, retries, "
+                                  "timeout)")
+            self.endpoints = Endpoints(self.model_path, **client)
+            self.endpoints.check()
+            return
+        self.lm = load_model(model_path)
+        max_batch_size = int(options.pop("max_batch_size", 64))
         fields = set(SamplerConfig.model_fields)
         unknown = sorted(set(options) - fields)
         if unknown:
@@ -78,8 +104,6 @@ class DiffusionBackend(BaseBackend):
         except ValueError as exc:
             raise ConfigError(" ".join(str(exc).split())) from None
         self.engine = Engine(self.lm, self.sampler_config, max_batch_size=max_batch_size)
-        self.chat_template = get_chat_template(template_name or "default")
-        self.is_chat_model = False
 
     def get_model_name(self) -> str:
         return self.model_path
@@ -99,7 +123,9 @@ class DiffusionBackend(BaseBackend):
         )
         return Engine(self.lm, cfg, max_batch_size=self.engine.max_batch_size)
 
-    def _request(self, sampling_params) -> tuple[CanvasTemplate | None, int]:
+    @staticmethod
+    def _constraint(sampling_params) -> tuple[str | None, Any, int]:
+        """(regex, json_schema, max_tokens) of a gen: dtype as SGLang's runtime maps it to a regex."""
         regex, schema = sampling_params.regex, sampling_params.json_schema
         dtype = sampling_params.dtype
         if dtype is not None:
@@ -110,6 +136,10 @@ class DiffusionBackend(BaseBackend):
         max_tokens = int(sampling_params.max_new_tokens)
         if max_tokens < 1:
             raise ConfigError(f"max_tokens must be at least 1, got {max_tokens}")
+        return regex, schema, max_tokens
+
+    def _request(self, sampling_params) -> tuple[CanvasTemplate | None, int]:
+        regex, schema, max_tokens = self._constraint(sampling_params)
         if regex is None and schema is None:
             return None, max_tokens
         template, _ = constraint_template(
@@ -145,6 +175,11 @@ class DiffusionBackend(BaseBackend):
         return self._cut_at_stop(text, sampling_params.stop)
 
     def generate(self, s, sampling_params):
+        if self.endpoints is not None:
+            body, constrained = self._remote_body(s.text_, sampling_params)
+            started = time.perf_counter()
+            answer = self.endpoints.post(body, self._next_seed())
+            return self._remote_answer(answer, constrained, sampling_params, time.perf_counter() - started)
         template, max_new = self._request(sampling_params)
         result = self._engine_for(sampling_params.temperature).generate(
             s.text_, template=template, seed=self._next_seed(), max_new_tokens=max_new
@@ -154,6 +189,9 @@ class DiffusionBackend(BaseBackend):
 
     def generate_stream(self, s, sampling_params):
         """Yields (text, meta_info) once per committed canvas; the last meta_info has the final step counts."""
+        if self.endpoints is not None:
+            yield from self._remote_stream(s.text_, sampling_params)
+            return
         template, max_new = self._request(sampling_params)
         engine, seed = self._engine_for(sampling_params.temperature), self._next_seed()
         eos = self.lm.tokenizer.eos_token_id
@@ -190,13 +228,71 @@ class DiffusionBackend(BaseBackend):
         text, hit = self._text(result.tokens, template, sampling_params)
         yield text[len(sent):] if text.startswith(sent) else "", self._meta(result, hit)
 
+    # -- remote -----------------------------------------------------------------------------------------------------
+
+    def _remote_body(self, prompt: str, sampling_params) -> tuple[dict, bool]:
+        """The /generate body of a gen, and whether it is constrained."""
+        regex, schema, max_tokens = self._constraint(sampling_params)
+        params: dict = {"max_new_tokens": max_tokens}
+        if regex is not None:
+            params["regex"] = regex
+        if schema is not None:
+            params["json_schema"] = schema if isinstance(schema, str) else json.dumps(schema)
+        return {"text": prompt, "sampling_params": params}, regex is not None or schema is not None
+
+    def _remote_answer(self, answer: dict, constrained: bool, sampling_params, seconds: float) -> tuple[str, dict]:
+        meta = answer.get("meta_info", {})
+        steps = meta.get("diffreason_steps")
+        if not isinstance(steps, list):
+            raise EndpointError("the server's answer has no meta_info.diffreason_steps: is the diffreason plugin "
+                                "loaded (SGLANG_PLUGINS=diffreason)?")
+        text, hit = answer.get("text", ""), None
+        if not constrained:
+            text, hit = self._cut_at_stop(text, sampling_params.stop)
+        return text, {
+            "steps": steps,
+            "prompt_tokens": meta.get("prompt_tokens"),
+            "completion_tokens": meta.get("completion_tokens"),
+            "finish_reason": {"type": "stop", "matched": hit} if hit else meta.get("finish_reason"),
+            "seconds": seconds,
+        }
+
+    def _remote_stream(self, prompt: str, sampling_params):
+        body, constrained = self._remote_body(prompt, sampling_params)
+        started, sent = time.perf_counter(), ""
+        for chunk in self.endpoints.stream(body, self._next_seed()):
+            if "diffreason_steps" in chunk.get("meta_info", {}):  # the final answer
+                text, meta = self._remote_answer(chunk, constrained, sampling_params, time.perf_counter() - started)
+                yield text[len(sent):] if text.startswith(sent) else "", meta
+                return
+            text = chunk.get("text", "")
+            if not constrained:
+                text, _ = self._cut_at_stop(text, sampling_params.stop)
+            if text != sent and text.startswith(sent):
+                yield text[len(sent):], {"steps": None, "canvases": chunk["meta_info"].get("canvas", 0) + 1}
+                sent = text
+        raise EndpointError("the server's stream ended without a final answer")
+
+    def _remote_select(self, prompt: str, choices: list[str]) -> ChoicesDecision:
+        regex = "(" + "|".join(re.escape(c) for c in choices) + ")"
+        longest = max(len(c.encode()) for c in choices)  # a byte-level vocabulary: at most one token per byte
+        body = {"text": prompt, "sampling_params": {"regex": regex, "max_new_tokens": longest + 2}}
+        started = time.perf_counter()
+        answer = self.endpoints.post(body, self._next_seed())
+        text, meta = self._remote_answer(answer, True, None, time.perf_counter() - started)
+        if text not in choices:  # the server's slot language is exactly the choices
+            raise EndpointError(f"the server's select answered {text!r}, not one of {choices!r}")
+        return ChoicesDecision(decision=text, meta_info={**meta, "scores": None})
+
     # -- select -----------------------------------------------------------------------------------------------------
 
     def select(self, s, choices, temperature, choices_method=None):
         if not choices:
             raise ConfigError("select needs at least one choice")
+        if self.endpoints is not None:
+            return self._remote_select(s.text_, list(choices))
         regex = Choice(choices)
-        longest = max(len(self.lm.tokenizer.encode(c, add_special_tokens=False)) for c in choices)
+        longest = max(len(c.encode()) for c in choices)  # as for a server (at most one token per byte)
         template, _ = constraint_template(
             self.lm.tokenizer, self.lm.canvas_length, regex=regex, max_tokens=min(longest + 2, self.lm.canvas_length)
         )

@@ -210,6 +210,17 @@ class CanvasTemplate:
             return None
         return self.masks[self.mask_index[position]].nonzero().flatten()
 
+    def to_positions(self) -> list[int | list[int] | None]:
+        """The inverse of `from_positions` (what a client sends as `custom_params.diffreason_template`): per position
+        its fixed id, None (any) or the sorted allowed ids. A template with slots (regex / schema automata) loses its
+        automata this way, so it is refused: send the regex or the schema instead."""
+        if self.slots:
+            raise TemplateError("a template with slots (a regex or a schema) cannot be sent as positions: its automata "
+                                "would be lost; send the regex or json_schema itself")
+        rows = [m.nonzero().flatten().tolist() for m in self.masks]
+        fixed, index = self.fixed.tolist(), self.mask_index.tolist()
+        return [f if f >= 0 else (None if k < 0 else rows[k]) for f, k in zip(fixed, index)]
+
     def violations(self, tokens: Sequence[int] | torch.Tensor) -> list[int]:
         """Positions where `tokens` break the template (a shorter output counts its missing positions)."""
         tokens = torch.as_tensor(tokens, dtype=torch.long).flatten()

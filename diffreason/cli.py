@@ -625,6 +625,32 @@ def _sudoku_model(model: Path | None, t_max: float | None = None, t_min: float |
     return lm
 
 
+ENDPOINT_OPTION = typer.Option(
+    None, "--endpoint", help="run on servers instead of a local model: http://HOST:PORT[,http://HOST:PORT...] "
+    "(`diffreason serve`, SGLang with the diffreason plugin, or a router), requests sharded over them"
+)
+CONCURRENCY_OPTION = typer.Option(8, "--concurrency", help="with --endpoint: requests in flight per server, 1 to 1024")
+RETRIES_OPTION = typer.Option(3, "--retries", help="with --endpoint: rounds over the servers a request whose "
+                              "connection fails is retried, 0 to 100")
+
+
+def _remote_engine(endpoint: str | None, concurrency: int, retries: int, **local_only):
+    """The RemoteEngine of --endpoint (None without it), its servers checked reachable; options that only apply to a
+    local model are refused beside it."""
+    _int_in("--concurrency", concurrency, 1, 1024)
+    _int_in("--retries", retries, 0, 100)
+    if endpoint is None:
+        return None
+    given = [name.replace("_", "-") for name, value in local_only.items() if value is not None]
+    if given:
+        raise DiffreasonError(f"--{given[0]} applies to a local model; the servers behind --endpoint use their own")
+    from diffreason.client import Endpoints, RemoteEngine
+
+    endpoints = Endpoints(endpoint, concurrency=concurrency, retries=retries)
+    endpoints.check()
+    return RemoteEngine(endpoints)
+
+
 T_MAX_OPTION = typer.Option(
     None, "--t-max", help=f"temperature at the first step, in (0, {MAX_TEMPERATURE:g}] (default: the checkpoint's)"
 )
@@ -841,19 +867,28 @@ def eval_sudoku(
     model: Path = typer.Option(None, "--model", "-m", help="Sudoku checkpoint (default: the embedded one)"),
     n: int = typer.Option(100, "--n", help=f"puzzles per tier, 1 to {MAX_EVAL_PUZZLES}"),
     tiers: str = typer.Option("easy,medium,hard,extreme", "--tiers"),
-    modes: str = typer.Option("model,verified", "--modes"),
-    budgets: str = typer.Option("12,24,48", "--budgets", help="fixed step budgets, each a run whose schedule spans "
-                                f"it, each 1 to {MAX_DENOISING_STEPS} (the headline run uses the checkpoint's own)"),
+    modes: str = typer.Option(None, "--modes", help="model,verified (with --endpoint: model)"),
+    budgets: str = typer.Option(None, "--budgets", help="fixed step budgets, each a run whose schedule spans it, "
+                                f"each 1 to {MAX_DENOISING_STEPS}; default 12,24,48 (the headline run uses the "
+                                "checkpoint's own; with --endpoint none: the servers' schedule)"),
     seed: int = typer.Option(2026, "--seed", help=f"generator seed of the eval puzzles, 0 to {MAX_SEED}"),
     out: Path = typer.Option(Path("evals/reports"), "--out", help="report directory"),
     t_max: float = T_MAX_OPTION,
     t_min: float = T_MIN_OPTION,
     device: str = typer.Option("auto", "--device", help="auto, cpu or cuda"),
     threads: int = THREADS_OPTION,
+    endpoint: str = ENDPOINT_OPTION,
+    concurrency: int = CONCURRENCY_OPTION,
+    retries: int = RETRIES_OPTION,
 ) -> None:
-    """Solve rate vs denoising steps per tier, both modes; writes sudoku.json / .md / .png."""
+    """Solve rate vs denoising steps per tier, both modes; writes sudoku.json / .md / .png.
+
+    With --endpoint the puzzles are solved by servers (`diffreason serve`, or SGLang with the diffreason plugin),
+    sharded over them: model mode on the servers' schedule."""
     from diffreason.tasks import sudoku
 
+    modes = modes if modes is not None else ("model" if endpoint else "model,verified")
+    budgets = budgets if budgets is not None else ("" if endpoint else "12,24,48")
     tier_list = list(dict.fromkeys(t.strip() for t in tiers.split(",") if t.strip()))
     mode_list = list(dict.fromkeys(m.strip() for m in modes.split(",") if m.strip()))
     if not tier_list:
@@ -864,7 +899,7 @@ def eval_sudoku(
     if bad:
         raise DiffreasonError(f"unknown tier or mode {bad[0]!r}")
     try:
-        budget_list = [int(b) for b in budgets.split(",")]
+        budget_list = [int(b) for b in budgets.split(",") if b.strip()]
     except ValueError:
         raise DiffreasonError(f"--budgets must be comma-separated integers, got {budgets!r}") from None
     _int_in("--n", n, 1, MAX_EVAL_PUZZLES)
@@ -876,14 +911,21 @@ def eval_sudoku(
     _int_in("--threads", threads, 0, MAX_THREADS)
     _check_model_dir(model)
     _writable_dir(out, "--out")
+    remote = _remote_engine(endpoint, concurrency, retries, model=model, t_max=t_max, t_min=t_min)
+    if remote is not None and (mode_list != ["model"] or budget_list):
+        raise DiffreasonError("servers run the plain sampler on their own schedule: with --endpoint use --modes model "
+                              "and no --budgets")
     _runtime(threads)
     from diffreason.evals.sudoku_eval import run_eval, write_report
 
-    device = _resolve_device(device)
-    lm = _sudoku_model(model, t_max, t_min)
-    sudoku.check_vocabulary(lm)
-    lm.model.to(device)
-    report = run_eval(lm, tier_list, n, mode_list, budget_list, seed, progress=lambda s: err_console.print(f"done {s}"))
+    lm = None
+    if remote is None:
+        device = _resolve_device(device)
+        lm = _sudoku_model(model, t_max, t_min)
+        sudoku.check_vocabulary(lm)
+        lm.model.to(device)
+    report = run_eval(lm, tier_list, n, mode_list, budget_list, seed, progress=lambda s: err_console.print(f"done {s}"),
+                      remote=remote)
     command = "diffreason eval sudoku " + " ".join(sys.argv[3:]) if len(sys.argv) > 3 else "diffreason eval sudoku"
     try:
         paths = write_report(report, out, command)
@@ -905,12 +947,17 @@ def eval_json(
     heldout: bool = typer.Option(False, "--heldout", help="only schemas the JSON model never trained on"),
     compile_timeout: float = typer.Option(30.0, "--compile-timeout", help="seconds per schema before giving up"),
     threads: int = THREADS_OPTION,
+    endpoint: str = ENDPOINT_OPTION,
+    concurrency: int = CONCURRENCY_OPTION,
+    retries: int = RETRIES_OPTION,
 ) -> None:
     """Coverage, validity and compile time of the JSON-schema compiler, per collection.
 
     --limit picks a stable pseudo-random sample per collection (by file-name hash), not the first files. A file that
     is no jsonschemabench file, a compile that crashes or an output that does not validate is reported (a line each
-    on stderr, and in the report) and the others are still evaluated; the exit code is then 1."""
+    on stderr, and in the report) and the others are still evaluated; the exit code is then 1. With --endpoint the
+    outputs come from servers (each compiled schema sent as json_schema, requests sharded over them); --model then
+    only gives the tokenizer the coverage and compile columns are measured with (give the served checkpoint's)."""
     _int_in("--threads", threads, 0, MAX_THREADS)
     _int_in("--limit", limit, 0, 10**9)
     _int_in("--fillings", fillings, 0, 1000)
@@ -919,6 +966,7 @@ def eval_json(
         raise DiffreasonError(f"--schemas {str(schemas)!r} is not a directory")
     _writable_dir(out, "--out")
     _check_model_dir(model)
+    remote = _remote_engine(endpoint, concurrency, retries)
     _runtime(threads)
     from rich.progress import Progress
 
@@ -935,12 +983,14 @@ def eval_json(
     tokenizer = lm.tokenizer if lm else train_byte_bpe()
     with Progress(console=err_console, transient=True) as bar:
         task = bar.add_task("schemas", total=len(files))
-        report = run_eval(files, tokenizer, lm, fillings, progress=lambda: bar.advance(task),
-                          compile_timeout=compile_timeout)
+        report = run_eval(files, tokenizer, None if remote else lm, fillings, progress=lambda: bar.advance(task),
+                          compile_timeout=compile_timeout, remote=remote)
     command = "diffreason eval json " + " ".join(sys.argv[3:])
     for path in write_report(report, out, command):
         err_console.print(f"wrote {path}")
     print((out / "json.md").read_text())
+    for x in report["refused_by_server"]:
+        _stderr_line(f"warning: {x['schema']}: {' '.join(x['error'].split())}")
     problems = ([f"{x['file']}: {x['error']}" for x in report["bad_files"]]
                 + [f"{x['schema']}: compile crashed: {x['error']}" for x in report["crashes"]]
                 + [f"{x['schema']}: invalid output: {x['error']}" for x in report["invalid_outputs"]])

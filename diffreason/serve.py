@@ -5,7 +5,8 @@ plugin-enabled SGLang server on GPUs (SGLang refuses DiffusionGemma without CUDA
     curl localhost:30000/generate -d '{"text": "a person", "sampling_params": {"json_schema": "{\"type\": \"integer\"}"}}'
 
 The contract, as SGLang's server and the diffreason plugin answer it:
-- `POST /generate` with `text` (a string, or a list: a list of answers), `sampling_params` (`max_new_tokens`,
+- `POST /generate` with `text` (a string, or a list: a list of answers) or `input_ids` (token ids, or a list of
+  such lists), `sampling_params` (`max_new_tokens`,
   default 128; one constraint of `json_schema` (JSON text), `regex` or `custom_params.diffreason_template` — compiled
   by `diffreason.structured.constraint_template`, the plugin's function; `sampling_seed`, default 0) and `stream`;
   answers `{"text", "output_ids", "meta_info": {"id", "finish_reason", "prompt_tokens", "completion_tokens",
@@ -65,11 +66,18 @@ def parse_request(body: Any, tokenizer, canvas_length: int) -> list[Job]:
 
     if not isinstance(body, dict):
         raise RequestError("the body must be a JSON object")
-    texts = body.get("text", "")
-    single = isinstance(texts, str)
-    texts = [texts] if single else texts
-    if not isinstance(texts, list) or not texts or not all(isinstance(t, str) for t in texts):
-        raise RequestError("text must be a string or a non-empty list of strings")
+    if body.get("input_ids") is not None:
+        if body.get("text") is not None:
+            raise RequestError("give text or input_ids, not both")
+        texts = _prompt_ids(body["input_ids"], len(tokenizer))
+        single = not isinstance(texts[0], list)
+        texts = [texts] if single else texts
+    else:
+        texts = body.get("text", "")
+        single = isinstance(texts, str)
+        texts = [texts] if single else texts
+        if not isinstance(texts, list) or not texts or not all(isinstance(t, str) for t in texts):
+            raise RequestError("text must be a string or a non-empty list of strings")
     params = body.get("sampling_params") or {}
     if not isinstance(params, dict):
         raise RequestError("sampling_params must be an object")
@@ -110,6 +118,21 @@ def parse_request(body: Any, tokenizer, canvas_length: int) -> list[Job]:
         raise RequestError("stream takes one text, not a list")
     return [Job(rid if single else f"{rid}-{i}", text, template, schema, seed, max_new,
                 queue.Queue() if stream else None) for i, text in enumerate(texts)]
+
+
+def _prompt_ids(value: Any, vocab_size: int) -> list:
+    """`input_ids` as SGLang takes them: one prompt (a non-empty list of token ids) or a non-empty list of them."""
+    def is_id(t: Any) -> bool:
+        return isinstance(t, int) and not isinstance(t, bool)
+
+    prompts = value if isinstance(value, list) and value and isinstance(value[0], list) else [value]
+    for prompt in prompts:
+        if not isinstance(prompt, list) or not prompt or not all(is_id(t) for t in prompt):
+            raise RequestError("input_ids must be a non-empty list of token ids, or a non-empty list of such lists")
+        bad = [t for t in prompt if not 0 <= t < vocab_size]
+        if bad:
+            raise RequestError(f"input_ids: token {bad[0]} is outside the vocabulary [0, {vocab_size})")
+    return value
 
 
 class Batcher:
@@ -158,14 +181,16 @@ def answer(job: Job, result, tokenizer) -> dict:
     DiffreasonError, HTTP 500)."""
     from diffreason.structured import check_output
 
-    text = tokenizer.decode(result.tokens, skip_special_tokens=True)
+    tokens = list(result.tokens[: job.max_new_tokens])  # canvases come whole; SGLang cuts at max_new_tokens too
+    text = tokenizer.decode(tokens, skip_special_tokens=True)
     if job.schema is not None:
         check_output(job.schema, text, 5.0)
-    finish = ({"type": "stop", "matched": tokenizer.eos_token_id} if result.finished
-              else {"type": "length", "length": len(result.tokens)})
-    return {"text": text, "output_ids": list(result.tokens), "meta_info": {
+    stopped = result.finished and len(tokens) == len(result.tokens)
+    finish = ({"type": "stop", "matched": tokenizer.eos_token_id} if stopped
+              else {"type": "length", "length": len(tokens)})
+    return {"text": text, "output_ids": tokens, "meta_info": {
         "id": job.rid, "finish_reason": finish, "prompt_tokens": len(result.prompt_ids),
-        "completion_tokens": len(result.tokens), "diffreason_steps": list(result.steps)}}
+        "completion_tokens": len(tokens), "diffreason_steps": list(result.steps)}}
 
 
 def make_app(lm, max_batch: int = 16, batch_wait: float = 0.01):
@@ -191,7 +216,8 @@ def make_app(lm, max_batch: int = 16, batch_wait: float = 0.01):
     @app.get("/get_model_info")
     async def model_info():
         return {"model_path": str(lm.path), "is_generation": True, "canvas_length": lm.canvas_length,
-                "vocab_size": lm.vocab_size, "server": "diffreason", "batches": list(batcher.batches[-100:])}
+                "vocab_size": lm.vocab_size, "server": "diffreason",
+                "max_denoising_steps": lm.sampler_config.max_denoising_steps, "batches": list(batcher.batches[-100:])}
 
     @app.post("/generate")
     async def generate(request: Request):  # (FastAPI reads this annotation: no `from __future__ import annotations`)
@@ -211,9 +237,17 @@ def make_app(lm, max_batch: int = 16, batch_wait: float = 0.01):
             answers = [answer(job, result, tokenizer) for job, result in zip(jobs, results)]
         except DiffreasonError as exc:
             return error(500, str(exc))
-        return answers[0] if isinstance(body.get("text", ""), str) else answers
+        return answers if len(jobs) > 1 or _is_list_request(body) else answers[0]
 
     return app
+
+
+def _is_list_request(body: dict) -> bool:
+    """A list of prompts gets a list of answers (even of one)."""
+    ids = body.get("input_ids")
+    if ids is not None:
+        return isinstance(ids[0], list)
+    return isinstance(body.get("text", ""), list)
 
 
 async def _stream(job: Job, future: Future, tokenizer):
@@ -227,6 +261,7 @@ async def _stream(job: Job, future: Future, tokenizer):
         so_far += tokens
         if tokenizer.eos_token_id in so_far:
             so_far = so_far[: so_far.index(tokenizer.eos_token_id)]
+        so_far = so_far[: job.max_new_tokens]
         chunk = {"text": tokenizer.decode(so_far, skip_special_tokens=True), "meta_info": {
             "id": job.rid, "canvas": canvas, "finish_reason": None}}
         yield f"data: {json.dumps(chunk)}\n\n"

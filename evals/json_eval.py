@@ -77,7 +77,7 @@ def _random_value(compiled, tokenizer, seed: int):
 
 
 def run_eval(files, tokenizer, model=None, fillings: int = 2, seed: int = 0, progress=None,
-             compile_timeout: float = 30.0) -> dict:
+             compile_timeout: float = 30.0, remote=None) -> dict:
     """Per collection: compiled, valid / invalid outputs; the reasons schemas were not compiled; timings.
 
     A schema whose compilation takes more than `compile_timeout` seconds of CPU time counts as not compiled (its
@@ -91,12 +91,12 @@ def run_eval(files, tokenizer, model=None, fillings: int = 2, seed: int = 0, pro
     gc.collect()
     gc.freeze()
     try:
-        return _run_eval(files, tokenizer, model, fillings, seed, progress, compile_timeout)
+        return _run_eval(files, tokenizer, model, fillings, seed, progress, compile_timeout, remote)
     finally:
         gc.unfreeze()
 
 
-def _run_eval(files, tokenizer, model, fillings: int, seed: int, progress, compile_timeout: float) -> dict:
+def _run_eval(files, tokenizer, model, fillings: int, seed: int, progress, compile_timeout: float, remote) -> dict:
     from diffreason.structured import generate
     from diffreason.tasks.json_corpus import prompt_of
 
@@ -111,6 +111,47 @@ def _run_eval(files, tokenizer, model, fillings: int, seed: int, progress, compi
     invalid = []  # every invalid output: which schema, what, why (validity must be 100 %; these are bugs to fix)
     validator_timeouts = []  # outputs jsonschema did not judge within the time limit
     bad_files, crashes = [], []  # files that are no jsonschemabench file; compiles that failed with a bug
+    refused = []  # requests a server would not serve (HTTP 400: e.g. its own compile failed), with its message
+    pending = []  # (collection, file name, schema, valid instances) whose outputs the servers make
+
+    def produce(compiled, schema, k: int):
+        """The k-th output of a compiled schema: a random filling, or the model's generation."""
+        if model is None:
+            return _random_value(compiled, tokenizer, seed + k)
+        t = time.perf_counter()
+        value, result = generate(model, schema, prompt=prompt_of(schema), seed=seed + k)
+        seconds_per_object.append(time.perf_counter() - t)
+        steps.append(sum(result.steps))
+        return value
+
+    def judge(coll: str, name: str, schema, references: list, output) -> None:
+        """Count one output (`output()` gives its JSON value or raises) as valid, invalid or unjudged."""
+        try:
+            value = output()
+        except Exception as exc:
+            unjudged = "unchecked" in str(exc)  # (generate() says so where jsonschema could not decide)
+            per[coll]["unjudged" if unjudged else "invalid"] += 1
+            if not unjudged:
+                invalid.append({"schema": name, "error": " ".join(str(exc).split())[:300]})
+            return
+        try:
+            # (time-limited: a schema pattern like ^((a+-?)+b/)?... backtracks exponentially in Python's re)
+            error = validate_json(schema, value, compile_timeout)  # formats too
+        except ValidationTimeout:
+            per[coll]["unjudged"] += 1
+            validator_timeouts.append(name)
+            return
+        except DiffreasonError:  # jsonschema itself fails on this schema: the output cannot be judged either way
+            per[coll]["unjudged"] += 1
+            return
+        if error is not None:
+            per[coll]["invalid"] += 1
+            invalid.append({"schema": name, "output": value, "error": error[0][:300], "at": error[1]})
+            return
+        per[coll]["valid"] += 1
+        if references and (score := plausibility(value, references)) is not None:
+            (plausible if model is not None or remote is not None else plausible_random).append(score)
+
     for path in files:
         coll = collection_of(path.name)
         try:
@@ -163,44 +204,19 @@ def _run_eval(files, tokenizer, model, fillings: int, seed: int, progress, compi
         compile_schema(schema, tokenizer)  # the same schema again: what a server pays per repeated request
         warm_us_per_pos.append(1e6 * (time.thread_time() - t) / max(1, len(compiled.template)))
         references = [test["data"] for test in data.get("tests", []) if test.get("valid")]
-        if references and model is not None:  # the baseline a model's values must beat: random fillings
+        if references and (model is not None or remote is not None):  # the baseline a model's values must beat: random fillings
             with contextlib.suppress(ValueError):  # an unparsable filling is counted below, as an invalid output
                 if (score := plausibility(_random_value(compiled, tokenizer, seed), references)) is not None:
                     plausible_random.append(score)
-        for k in range(fillings):
-            try:
-                if model is None:
-                    value = _random_value(compiled, tokenizer, seed + k)
-                else:
-                    t = time.perf_counter()
-                    value, result = generate(model, schema, prompt=prompt_of(schema), seed=seed + k)
-                    seconds_per_object.append(time.perf_counter() - t)
-                    steps.append(sum(result.steps))
-            except Exception as exc:
-                unjudged = "unchecked" in str(exc)  # (generate() says so where jsonschema could not decide)
-                per[coll]["unjudged" if unjudged else "invalid"] += 1
-                if not unjudged:
-                    invalid.append({"schema": path.name, "error": " ".join(str(exc).split())[:300]})
-                continue
-            try:
-                # (time-limited: a schema pattern like ^((a+-?)+b/)?... backtracks exponentially in Python's re)
-                error = validate_json(schema, value, compile_timeout)  # formats too
-            except ValidationTimeout:
-                per[coll]["unjudged"] += 1
-                validator_timeouts.append(path.name)
-                continue
-            except DiffreasonError:  # jsonschema itself fails on this schema: the output cannot be judged either way
-                per[coll]["unjudged"] += 1
-                continue
-            if error is not None:
-                per[coll]["invalid"] += 1
-                invalid.append({"schema": path.name, "output": value, "error": error[0][:300], "at": error[1]})
-                continue
-            per[coll]["valid"] += 1
-            if references and (score := plausibility(value, references)) is not None:
-                (plausible if model is not None else plausible_random).append(score)
+        if remote is not None:  # outputs come from the servers, all at once below
+            pending.append((coll, path.name, schema, references))
+        else:
+            for k in range(fillings):
+                judge(coll, path.name, schema, references, lambda k=k: produce(compiled, schema, k))
         if progress:
             progress()
+    if remote is not None:
+        _remote_outputs(remote, pending, fillings, seed, judge, seconds_per_object, steps, refused)
     total = collections.Counter()
     for c in per.values():
         total.update(c)
@@ -225,8 +241,45 @@ def _run_eval(files, tokenizer, model, fillings: int, seed: int, progress, compi
         "steps_mean": statistics.mean(steps) if steps else None,
         "slowest_compiles": [{"schema": name, "ms": ms, "positions": n} for ms, name, n in sorted(slowest)[::-1][:5]],
         "unsupported_top": reasons.most_common(15),
-        "outputs": "model generations" if model is not None else "random fillings of the template",
+        "outputs": ("generations by " + ", ".join(remote.endpoints.urls) if remote is not None
+                    else "model generations" if model is not None else "random fillings of the template"),
+        "refused_by_server": refused,
     }
+
+
+def _remote_outputs(remote, pending: list, fillings: int, seed: int, judge, seconds_per_object: list, steps: list,
+                    refused: list) -> None:
+    """The outputs of the compiled schemas by the servers of `remote` (a `diffreason.client.RemoteEngine`), every
+    request at once (sharded, bounded in flight), each judged as a local output is. A request a server refuses
+    (HTTP 400: e.g. a schema its own compile cannot write) is listed apart; a server's HTTP 500 (an output that failed
+    its own check) and a request no server answered count as invalid (the report names them)."""
+    from diffreason.client import EndpointError, result_of
+    from diffreason.structured import check_output
+    from diffreason.tasks.json_corpus import prompt_of
+    from diffreason.tasks.json_schema.base import Budget
+
+    jobs = [(item, k) for item in pending for k in range(fillings)]
+    longest = Budget.max_length  # the compiler's longest template: the server's compile is held to the same
+    bodies = [{"text": prompt_of(schema), "sampling_params": {"json_schema": json.dumps(schema),
+                                                              "max_new_tokens": longest}}
+              for (_, _, schema, _), _ in jobs]
+    t = time.perf_counter()
+    answers = remote.endpoints.map(bodies, [seed + k for _, k in jobs])
+    if jobs:
+        seconds_per_object.append((time.perf_counter() - t) / len(jobs))  # throughput: concurrent requests overlap
+    for ((coll, name, schema, references), _), answer in zip(jobs, answers):
+        if isinstance(answer, EndpointError) and "(HTTP 400)" in str(answer):
+            refused.append({"schema": name, "error": " ".join(str(answer).split())[:300]})
+            continue
+
+        def output(answer=answer, schema=schema):
+            if isinstance(answer, EndpointError):
+                raise answer
+            result = result_of(answer)
+            steps.append(sum(result.steps))
+            return check_output(schema, result.text)
+
+        judge(coll, name, schema, references, output)
 
 
 def checkout_commit() -> str:
@@ -280,6 +333,10 @@ def write_report(report: dict, out_dir: str | Path, command: str) -> list[Path]:
     if report.get("bad_files"):
         lines += ["", f"Files skipped (not jsonschemabench files): {len(report['bad_files'])}", ""]
         lines += [f"- `{x['file']}`: {x['error']}" for x in report["bad_files"][:20]]
+    if report.get("refused_by_server"):
+        lines += ["", f"Requests the servers refused (HTTP 400; counted neither valid nor invalid): "
+                      f"{len(report['refused_by_server'])}", ""]
+        lines += [f"- `{x['schema']}`: {x['error']}" for x in report["refused_by_server"][:20]]
     if report.get("invalid_outputs"):
         lines += ["", "Invalid outputs (bugs: every compiled template must only produce valid values):", ""]
         lines += [f"- `{x['schema']}`: {x['error']}" + (f" at `{x['at']}`" if x.get("at") else "")

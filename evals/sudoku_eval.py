@@ -50,22 +50,43 @@ def run_eval(
     budgets=(12, 24, 48),
     seed: int = 2026,
     progress=None,
+    remote=None,
 ) -> dict:
+    """`remote`: a `diffreason.client.RemoteEngine` whose servers solve instead of `lm` (then None): model mode on
+    the servers' own schedule, no fixed budgets; the classical solver still runs here."""
     if not tiers or not modes:  # (the report's table and plot need one of each)
         raise sudoku.SudokuError(f"the eval needs at least one tier and one mode, got tiers {list(tiers)} and modes "
                                  f"{list(modes)}")
-    report = {
-        "model": _display_path(lm.path),
-        "parameters": sum(p.numel() for p in lm.model.parameters()),
-        "n_per_tier": n,
-        "budgets": list(budgets),
-        "seed": seed,
-        "sampler": lm.sampler_config.model_dump(exclude={"max_denoising_steps"}),
-        "machine": f"{platform.machine()}, {torch.get_num_threads()} threads, {lm.device}",
-        "tiers": {},
-    }
-    own = lm.sampler_config.max_denoising_steps  # the checkpoint's own schedule: the headline run
-    report["budget"] = own
+    if remote is not None:
+        if list(modes) != ["model"] or budgets:
+            raise sudoku.SudokuError("servers run the plain sampler on their own schedule: --modes model and "
+                                     "--budgets '' with --endpoint")
+        infos = remote.endpoints.check()
+        server_steps = {info.get("max_denoising_steps") for info in infos}
+        report = {
+            "model": ", ".join(f"{info.get('model_path', '?')} at {url}"
+                               for info, url in zip(infos, remote.endpoints.urls)),
+            "parameters": None,
+            "sampler": {},
+            "machine": f"{len(infos)} server(s), {remote.endpoints.concurrency} requests in flight each",
+            "seeding": "; ".join(
+                f"{url}: " + ("sampling_seed (diffreason serve: the local engine's tokens)"
+                              if remote.endpoints.seeded(url) else "a request id made from the seed (SGLang: "
+                              "reproducible on that server, not the local engine's tokens)")
+                for url in remote.endpoints.urls),
+            # a server that does not say (SGLang) leaves the schedule to be read off the longest run
+            "own": server_steps.pop() if len(server_steps) == 1 and None not in server_steps else None,
+        }
+    else:
+        report = {
+            "model": _display_path(lm.path),
+            "parameters": sum(p.numel() for p in lm.model.parameters()),
+            "sampler": lm.sampler_config.model_dump(exclude={"max_denoising_steps"}),
+            "machine": f"{platform.machine()}, {torch.get_num_threads()} threads, {lm.device}",
+            "own": lm.sampler_config.max_denoising_steps,  # the checkpoint's own schedule: the headline run
+        }
+    report.update({"n_per_tier": n, "budgets": list(budgets), "seed": seed, "tiers": {}})
+    own = report.pop("own")
     for tier in tiers:
         puzzles = sudoku.generate_set(tier, n, seed=seed)
         t = time.perf_counter()
@@ -80,14 +101,17 @@ def run_eval(
         }
         for mode in modes:
             by_budget = {}
-            for budget in sorted(set(budgets) | {own}):
+            for budget in sorted(set(budgets) | {own}) if remote is None else [own]:
                 t = time.perf_counter()
-                results = sudoku.solve(lm, [p.puzzle for p in puzzles], mode=mode, seed=seed, max_steps=budget)
+                results = sudoku.solve(lm, [p.puzzle for p in puzzles], mode=mode, seed=seed,
+                                       max_steps=budget if remote is None else None, engine=remote)
                 seconds = time.perf_counter() - t
                 by_budget[budget] = (results, seconds)
                 if progress:
-                    progress(f"{tier}/{mode}/{budget}")
+                    progress(f"{tier}/{mode}/{budget or 'server'}")
             results, seconds = by_budget[own]
+            if own is None:  # (a server that does not report its schedule)
+                own = max(r.steps for r in results)
             steps = [r.steps for r in results]
             solved_steps = [r.steps for r in results if r.solved]
             unsolved_steps = [r.steps for r in results if not r.solved]
@@ -105,6 +129,7 @@ def run_eval(
                 "solved_within": [sum(1 for s in solved_steps if s <= k) / n for k in range(1, own + 1)],
             }
         report["tiers"][tier] = entry
+    report["budget"] = own
     return report
 
 
@@ -131,11 +156,13 @@ def write_report(report: dict, out_dir: str | Path, command: str) -> list[Path]:
         "# Sudoku eval",
         "",
         f"Command: `{command}`  ",
-        f"Model: `{report['model']}` ({report['parameters'] / 1e6:.2f}M parameters); {report['n_per_tier']} fresh "
-        f"puzzles per tier (generator seed {report['seed']}); {report['machine']}.",
+        f"Model: `{report['model']}`"
+        + (f" ({report['parameters'] / 1e6:.2f}M parameters)" if report.get("parameters") else " (served)")
+        + f"; {report['n_per_tier']} fresh puzzles per tier (generator seed {report['seed']}); {report['machine']}.",
         "",
-        "Sampler (the checkpoint's generation_config): "
-        + ", ".join(f"{k} {v}" for k, v in report.get("sampler", {}).items()) + ".",
+        ("Sampler (the checkpoint's generation_config): "
+         + ", ".join(f"{k} {v}" for k, v in report.get("sampler", {}).items()) + "."
+         if report.get("sampler") else f"Sampler: the servers' own. Seeds: {report.get('seeding', 'unknown')}."),
         "",
         "`model` = the plain renoise sampler over the template; `verified` = task-aware: cells whose argmax breaks a "
         "row/column/box constraint are re-noised each step. `solved` and the step columns: early stop within the "
@@ -144,16 +171,16 @@ def write_report(report: dict, out_dir: str | Path, command: str) -> list[Path]:
         "wrong canvas.",
         "",
         "| tier | givens | mode | solved | "
-        + " | ".join(f"@{b}" for b in budgets)
-        + " | unsolved: out of steps / stopped | mean steps | median | p90 | puzzles/s | classical solver |",
+        + "".join(f"@{b} | " for b in budgets)
+        + "unsolved: out of steps / stopped | mean steps | median | p90 | puzzles/s | classical solver |",
         "|---|---|---|---|" + "---|" * len(budgets) + "---|---|---|---|---|---|",
     ]
     for tier, entry in report["tiers"].items():
         for mode, m in entry["modes"].items():
             lines.append(
                 f"| {tier} | {entry['givens_mean']:.1f} | {mode} | {100 * m['solve_rate']:.1f} % | "
-                + " | ".join(f"{100 * m['solve_rate_at_budget'][str(b)]:.1f} %" for b in budgets)
-                + f" | {100 * m['unsolved_ran_out']:.1f} / {100 * m['unsolved_stopped']:.1f} %"
+                + "".join(f"{100 * m['solve_rate_at_budget'][str(b)]:.1f} % | " for b in budgets)
+                + f"{100 * m['unsolved_ran_out']:.1f} / {100 * m['unsolved_stopped']:.1f} %"
                 + f" | {m['steps_mean']:.1f} | {m['steps_median']:.0f} | {m['steps_p90']:.0f} | "
                 f"{m['puzzles_per_second']:.1f} | {1e3 * entry['classical_seconds_per_puzzle']:.1f} ms |"
             )

@@ -390,6 +390,7 @@ def generate_set(tier: str, n: int, seed: int = 0) -> list[Puzzle]:
 # markers); the Sudoku token ids below are baked into every Sudoku checkpoint, the embedded one included, so their
 # count is a format constant here rather than read from that module (whose import pulls in transformers).
 N_SPECIAL = 7
+BOS_ID = 2  # the prompt of every puzzle
 FREE_BASE = N_SPECIAL  # "r{r}c{c}={d}": token FREE_BASE + 9 * cell + (d - 1)
 GIVEN_BASE = FREE_BASE + 9 * CELLS  # "r{r}c{c}#{d}"
 VOCAB_SIZE = GIVEN_BASE + 9 * CELLS
@@ -677,10 +678,12 @@ def solve(
     batch_size: int = 64,
     callback=None,
     progress=None,
+    engine=None,
 ) -> list[SolveResult]:
-    """Solve puzzles with a Sudoku checkpoint; results in input order."""
+    """Solve puzzles with a Sudoku checkpoint; results in input order. `engine`: where the canvases run instead of a
+    local engine over `lm` (a `diffreason.client.RemoteEngine`: model mode, the server's schedule)."""
     results = []
-    for chunk in solve_batches(lm, puzzles, mode, seed, max_steps, batch_size, callback):
+    for chunk in solve_batches(lm, puzzles, mode, seed, max_steps, batch_size, callback, engine):
         results += chunk
         if progress is not None:
             progress(len(chunk))
@@ -695,6 +698,7 @@ def solve_batches(
     max_steps: int | None = None,
     batch_size: int = 64,
     callback=None,
+    engine=None,
 ) -> Iterator[list[SolveResult]]:
     """`solve`, one batch of results at a time as each finishes (input order), so that a caller can print answers as
     they come and keep them when interrupted. Puzzle k (from 0) is drawn with seed `seed + k` whatever the batching."""
@@ -702,16 +706,21 @@ def solve_batches(
 
     if mode not in MODES:
         raise SudokuError(f"unknown mode {mode!r}; choose one of {', '.join(MODES)}")
-    check_vocabulary(lm)
     grids = [parse(p) if isinstance(p, str) else list(p) for p in puzzles]
-    config = lm.sampler_config if max_steps is None else lm.sampler_config.model_copy(
-        update={"max_denoising_steps": max_steps}
-    )
-    engine = Engine(lm, config, max_batch_size=batch_size)
+    if engine is None:
+        check_vocabulary(lm)
+        config = lm.sampler_config if max_steps is None else lm.sampler_config.model_copy(
+            update={"max_denoising_steps": max_steps}
+        )
+        engine = Engine(lm, config, max_batch_size=batch_size)
+        bos = lm.tokenizer.bos_token_id
+    elif mode != "model" or max_steps is not None:
+        raise SudokuError("a server runs the plain sampler on its own schedule: model mode only, no step budgets")
+    else:
+        bos = BOS_ID
     hook = verified_hook(engine.sampler) if mode == "verified" else None
     requests = [
-        GenerationRequest([lm.tokenizer.bos_token_id], template(g), seed=seed + k, max_new_tokens=CELLS)
-        for k, g in enumerate(grids)
+        GenerationRequest([bos], template(g), seed=seed + k, max_new_tokens=CELLS) for k, g in enumerate(grids)
     ]
     for start in range(0, len(requests), batch_size):
         chunk = requests[start : start + batch_size]

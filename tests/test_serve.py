@@ -4,7 +4,6 @@ import json
 import socket
 import subprocess
 import sys
-import time
 import urllib.error
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
@@ -12,6 +11,7 @@ from concurrent.futures import ThreadPoolExecutor
 import jsonschema
 import pytest
 
+from conftest import serve_process
 from diffreason.model import EMBEDDED_JSON
 
 SCHEMA = {"type": "object", "required": ["age"], "properties": {"age": {"type": "integer", "minimum": 0}}}
@@ -29,32 +29,8 @@ def post(url, body, raw=None, timeout=300):
 
 @pytest.fixture(scope="module")
 def server():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    proc = subprocess.Popen([sys.executable, "-m", "diffreason.cli", "serve", str(EMBEDDED_JSON), "--port", str(port)],
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    base = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.time() + 300
-        while time.time() < deadline:
-            if proc.poll() is not None:
-                pytest.fail(f"the server exited: {proc.stdout.read()[-2000:]}")
-            try:
-                with urllib.request.urlopen(base + "/health", timeout=2) as r:
-                    if r.status == 200:
-                        break
-            except OSError:
-                time.sleep(1)
-        else:
-            pytest.fail("the server did not come up in 300 s")
+    with serve_process(EMBEDDED_JSON) as base:
         yield base
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
 
 
 def local(prompt, seed=0, max_new_tokens=128, **constraint):
@@ -93,10 +69,34 @@ def test_requests_sent_together_are_batched_and_answered_as_alone(server):
     for seed in range(3):
         assert outs[seed]["output_ids"] == local("a person", seed=seed, json_schema=json.dumps(SCHEMA)).tokens
     assert outs[3]["text"][:7].isascii() and outs[3]["output_ids"] == local("code", regex="[A-Z]{3}-[0-9]{3}").tokens
-    assert outs[4]["output_ids"] == local("free", seed=7, max_new_tokens=40).tokens
+    free = local("free", seed=7, max_new_tokens=40)
+    assert outs[4]["output_ids"] == free.tokens[:40]  # a whole canvas was denoised; the answer ends at max_new_tokens
+    assert outs[4]["meta_info"]["finish_reason"]["type"] == ("stop" if len(free.tokens) <= 40 else "length")
     with urllib.request.urlopen(server + "/get_model_info", timeout=10) as r:
         info = json.loads(r.read())
     assert max(info["batches"]) > 1  # (some of them ran together)
+
+
+def test_input_ids_prompt_like_its_text_and_a_list_of_them_gets_a_list(server):
+    from diffreason.model import load_model
+
+    tok = load_model(EMBEDDED_JSON).tokenizer
+    ids = [tok.bos_token_id, *tok.encode("a person", add_special_tokens=False)]
+    params = {"json_schema": json.dumps(SCHEMA), "sampling_seed": 3}
+    by_text = json.loads(post(server + "/generate", {"text": "a person", "sampling_params": params})[1])
+    status, text = post(server + "/generate", {"input_ids": ids, "sampling_params": params})
+    assert status == 200 and json.loads(text)["output_ids"] == by_text["output_ids"], text
+    status, text = post(server + "/generate", {"input_ids": [ids], "sampling_params": params})
+    assert status == 200 and [a["output_ids"] for a in json.loads(text)] == [by_text["output_ids"]], text
+
+
+def test_an_unconstrained_answer_ends_at_max_new_tokens(server):
+    status, text = post(server + "/generate", {"text": "free", "sampling_params": {"max_new_tokens": 3}})
+    out = json.loads(text)
+    expect = local("free", max_new_tokens=3)
+    assert len(expect.tokens) > 3  # (the canvas ran past max_new_tokens: what is tested is the cut)
+    assert status == 200 and out["output_ids"] == expect.tokens[:3], text
+    assert out["meta_info"]["finish_reason"] == {"type": "length", "length": 3}
 
 
 @pytest.mark.parametrize("body, raw, message", [
@@ -107,6 +107,9 @@ def test_requests_sent_together_are_batched_and_answered_as_alone(server):
                                                                           "frequency_penalty"),
     ({"text": "x", "sampling_params": {"max_new_tokens": 0}}, None, "max_new_tokens must be an integer"),
     ({"text": 3}, None, "text must be a string"),
+    ({"input_ids": [1, 10**9]}, None, "input_ids: token 1000000000 is outside the vocabulary"),
+    ({"input_ids": []}, None, "input_ids must be a non-empty list of token ids"),
+    ({"input_ids": [1, 2], "text": "x"}, None, "give text or input_ids, not both"),
     ({"text": "x", "sampling_params": {"json_schema": json.dumps({"type": "string", "minLength": 10**9})}}, None,
      "minLength 1000000000"),
     ({"text": "x", "sampling_params": {"regex": "a{40}", "max_new_tokens": 8}}, None, "fits in exactly 7 tokens"),
@@ -131,7 +134,7 @@ def test_a_stream_sends_each_canvas_then_the_answer_with_every_canvas_steps(serv
     assert chunks[-1] == "[DONE]"
     final = json.loads(chunks[-2])
     expect = local("free", seed=1, max_new_tokens=200)
-    assert final["output_ids"] == expect.tokens and final["meta_info"]["diffreason_steps"] == expect.steps
+    assert final["output_ids"] == expect.tokens[:200] and final["meta_info"]["diffreason_steps"] == expect.steps
     canvases = [json.loads(c) for c in chunks[:-2]]
     assert [c["meta_info"]["canvas"] for c in canvases] == list(range(len(expect.steps)))
     assert canvases[-1]["text"] == final["text"]

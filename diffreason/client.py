@@ -1,0 +1,323 @@
+"""A client for `/generate` servers: `diffreason serve`, or SGLang with the diffreason plugin on GPUs (one server, or
+`sglang-router` in front of several). One `Endpoints` shards requests over the servers it is given with bounded
+concurrency and retries; `RemoteEngine` answers `Engine.generate_batch`'s requests through it, so the evals and the
+sgl frontend backend run against servers with the code they run locally.
+
+    endpoints = Endpoints(["http://gpu-0:30000", "http://gpu-1:30000"], concurrency=8)
+    results = RemoteEngine(endpoints).generate_batch([GenerationRequest("a person", template, seed=3)])
+
+What crosses the wire (SGLang's `/generate` contract, as `diffreason.serve` documents it): `text` or `input_ids`;
+`sampling_params.max_new_tokens`; one constraint — `json_schema`, `regex`, or a canvas template as
+`custom_params.diffreason_template` (per position a token id, null or the allowed ids: templates without automata,
+e.g. Sudoku's); the denoising steps per canvas come back in `meta_info.diffreason_steps`.
+
+Seeds: `diffreason serve` takes `sampling_seed`, so a request gives the local engine's tokens for the same seed.
+SGLang refuses `sampling_seed` (its Gemma4Renoise seeds each request from a hash of its request id), so there the
+client sends no seed but a request id made from the seed and the request: the same request and seed give the same
+tokens on the same server, not the local engine's tokens. `Endpoints.seeded` says which kind each server is.
+
+Failures: a connection that cannot be made (refused, reset, a connect timeout) or HTTP 502 / 503 / 504 (a router or
+a server starting or overloaded) is retried, on another server when there is one, with exponential backoff, up to
+`retries` times; an answer the server gives (HTTP 400: a request it cannot serve; 500: an output that failed its
+check) is final and becomes that request's `EndpointError`, so the other requests of a batch are still answered.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+from urllib.parse import urlparse
+
+from diffreason.errors import ConfigError, DiffreasonError
+
+RETRY_STATUS = (502, 503, 504)
+STEPS_KEY = "diffreason_steps"
+
+
+class EndpointError(DiffreasonError):
+    """A request no server answered (after retries) or one a server refused; the message says which and why."""
+
+
+def parse_endpoints(spec: str | Sequence[str]) -> list[str]:
+    """`http://host:port[,http://host:port...]` → base URLs (no trailing slash); DiffreasonError naming a bad one."""
+    parts = spec.split(",") if isinstance(spec, str) else list(spec)
+    urls = [p.strip().rstrip("/") for p in parts if p and p.strip()]
+    if not urls:
+        raise DiffreasonError("--endpoint names no server; give http://HOST:PORT[,http://HOST:PORT...]")
+    for url in urls:
+        parsed = urlparse(url)
+        if parsed.scheme not in ("http", "https") or not parsed.netloc:
+            raise DiffreasonError(f"endpoint {url!r} is not an http(s)://HOST[:PORT] URL")
+    if len(set(urls)) != len(urls):
+        raise DiffreasonError("an endpoint is named twice in --endpoint")
+    return urls
+
+
+class Endpoints:
+    """Servers that answer SGLang's `/generate`, used together: each request goes to the server with the fewest in
+    flight (at most `concurrency` per server), failures of the connection are retried elsewhere."""
+
+    def __init__(self, urls: str | Sequence[str], concurrency: int = 4, retries: int = 3, timeout: float = 600.0,
+                 backoff: float = 0.5):
+        self.urls = parse_endpoints(urls)
+        if not 1 <= concurrency <= 1024:
+            raise ConfigError(f"concurrency must be in [1, 1024], got {concurrency}")
+        if not 0 <= retries <= 100:
+            raise ConfigError(f"retries must be in [0, 100], got {retries}")
+        self.concurrency = concurrency  # requests in flight per server
+        self.retries = retries  # further rounds over all servers for a request whose connections failed
+        self.timeout = timeout  # seconds one answer may take once connected (a canvas chain is one answer)
+        self.backoff = backoff  # seconds before the first retry; doubles each time
+        self._lock = threading.Condition()
+        self._in_flight = dict.fromkeys(self.urls, 0)
+        self._down_until = dict.fromkeys(self.urls, 0.0)
+        self._failed_in_row = dict.fromkeys(self.urls, 0)
+        self._info: dict[str, dict] = {}
+        self._local = threading.local()  # one requests.Session per thread (a Session is not thread-safe)
+        self.failures = 0  # connections that failed (each retried while tries are left), for reports
+
+    # -- servers ----------------------------------------------------------------------------------------------------
+
+    def _session(self):
+        import requests
+
+        if not hasattr(self._local, "session"):
+            self._local.session = requests.Session()
+        return self._local.session
+
+    def info(self, url: str) -> dict:
+        """The server's `/get_model_info` (cached); EndpointError when it cannot be reached."""
+        import requests
+
+        if url not in self._info:
+            try:
+                response = self._session().get(url + "/get_model_info", timeout=(10, 60))
+                response.raise_for_status()
+                self._info[url] = response.json()
+            except (requests.RequestException, ValueError) as exc:
+                raise EndpointError(f"cannot reach {url}: {_reason(exc)}") from None
+        return self._info[url]
+
+    def check(self) -> list[dict]:
+        """Every server's model info: one EndpointError naming all that cannot be reached, before any work starts."""
+        infos, down = [], []
+        for url in self.urls:
+            try:
+                infos.append(self.info(url))
+            except EndpointError as exc:
+                down.append(str(exc))
+        if down:
+            raise EndpointError("; ".join(down))
+        return infos
+
+    def seeded(self, url: str) -> bool:
+        """Whether the server takes `sampling_seed` (diffreason serve); SGLang seeds by request id instead."""
+        return self.info(url).get("server") == "diffreason"
+
+    # -- requests ---------------------------------------------------------------------------------------------------
+
+    def _acquire(self, avoid: set[str]) -> str:
+        """The server with the fewest requests in flight among those not in `avoid`, not cooling down after a failed
+        connection, and under `concurrency`; waits for one."""
+        with self._lock:
+            while True:
+                now = time.monotonic()
+                free = [u for u in self.urls if u not in avoid and self._in_flight[u] < self.concurrency]
+                up = [u for u in free if self._down_until[u] <= now]
+                if up:
+                    url = min(up, key=lambda u: self._in_flight[u])
+                    self._in_flight[url] += 1
+                    return url
+                wake = min((self._down_until[u] for u in free), default=now + 1.0)
+                self._lock.wait(timeout=max(0.01, wake - now))
+
+    def _release(self, url: str, failed: bool | None) -> None:
+        """`failed`: the connection failed (the server cools down for `backoff` seconds, doubled for each failure in a
+        row); False: it answered; None: no verdict (a read timeout)."""
+        with self._lock:
+            self._in_flight[url] -= 1
+            if failed:
+                self._failed_in_row[url] += 1
+                self._down_until[url] = time.monotonic() + self.backoff * 2 ** min(self._failed_in_row[url] - 1, 8)
+                self.failures += 1
+            elif failed is False:
+                self._failed_in_row[url] = 0
+            self._lock.notify_all()
+
+    def post(self, body: dict, seed: int | None = None, stream: bool = False) -> Any:
+        """One `/generate` request: its JSON answer (or, with `stream`, the open streaming response). `seed` goes as
+        `sampling_seed` to servers that take it, else into the request id. A failed connection is retried on a server
+        this request has not failed on yet; it fails after `retries` + 1 rounds in which every server failed it."""
+        import requests
+
+        last, avoid, rounds = "", set(), 0
+        while True:
+            url = self._acquire(avoid)
+            failed: bool | None = True
+            try:
+                try:
+                    sent = _seeded(body, seed, self.seeded(url))
+                    response = self._session().post(url + "/generate", json=sent, timeout=(10, self.timeout),
+                                                    stream=stream)
+                except EndpointError as exc:  # its model info could not be read: as a refused connection
+                    last = str(exc)
+                except (requests.ConnectionError, requests.ConnectTimeout) as exc:
+                    last = f"{url}: {_reason(exc)}"
+                except requests.Timeout:
+                    failed = None
+                    raise EndpointError(f"{url} did not answer within {self.timeout:g} s") from None
+                else:
+                    if response.status_code in RETRY_STATUS:
+                        last = f"{url}: HTTP {response.status_code}"
+                    else:
+                        failed = False
+                        return self._answer(url, response, stream)
+            finally:
+                self._release(url, failed)
+            avoid.add(url)
+            if len(avoid) == len(self.urls):  # every server failed this request once: a round
+                avoid, rounds = set(), rounds + 1
+                if rounds > self.retries:
+                    raise EndpointError(f"no server answered after {rounds} tries of each (last: {last})")
+
+    @staticmethod
+    def _answer(url: str, response, stream: bool) -> Any:
+        if response.status_code != 200:
+            raise EndpointError(f"{url} refused the request (HTTP {response.status_code}): "
+                                f"{_server_message(response)}")
+        if stream:
+            return response
+        try:
+            return response.json()
+        except ValueError:
+            raise EndpointError(f"{url} answered something that is not JSON: {response.text[:200]!r}") from None
+
+    def map(self, bodies: Sequence[dict], seeds: Sequence[int | None] | None = None,
+            progress: Callable[[], None] | None = None) -> list[Any]:
+        """`post` for every body, `concurrency` per server at once; answers in input order, an EndpointError in place
+        of a request that failed (the others are still answered)."""
+        seeds = list(seeds) if seeds is not None else [None] * len(bodies)
+
+        def one(i: int) -> Any:
+            try:
+                return self.post(bodies[i], seeds[i])
+            except EndpointError as exc:
+                return exc
+            finally:
+                if progress is not None:
+                    progress()
+
+        workers = max(1, min(len(bodies), self.concurrency * len(self.urls)))
+        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="diffreason-client") as pool:
+            return list(pool.map(one, range(len(bodies))))
+
+    def stream(self, body: dict, seed: int | None = None) -> Iterator[dict]:
+        """The chunks of a streamed `/generate` (`data:` lines, up to `[DONE]`)."""
+        response = self.post({**body, "stream": True}, seed, stream=True)
+        with response:
+            for line in response.iter_lines(decode_unicode=True):
+                if not line or not line.startswith("data:"):
+                    continue
+                data = line[5:].strip()
+                if data == "[DONE]":
+                    return
+                chunk = json.loads(data)
+                if "error" in chunk:
+                    raise EndpointError(f"the server failed the request: {_message(chunk)}")
+                yield chunk
+
+
+def _seeded(body: dict, seed: int | None, takes_seed: bool) -> dict:
+    """The body as one server kind takes a seed: `sampling_seed`, or a request id made from the seed and request."""
+    if seed is None:
+        return body
+    if takes_seed:
+        return {**body, "sampling_params": {**body.get("sampling_params", {}), "sampling_seed": seed}}
+    digest = hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()[:16]
+    return {**body, "rid": f"diffreason-{seed}-{digest}"}
+
+
+def _reason(exc: BaseException) -> str:
+    text = str(exc)
+    for marker in ("Connection refused", "Name or service not known", "timed out", "Connection reset"):
+        if marker in text:
+            return marker.lower()
+    return " ".join(text.split())[:200] or type(exc).__name__
+
+
+def _message(answer: Any) -> str:
+    error = answer.get("error") if isinstance(answer, dict) else None
+    if isinstance(error, dict):
+        return str(error.get("message", error))
+    return str(error if error is not None else answer)[:500]
+
+
+def _server_message(response) -> str:
+    try:
+        return _message(response.json())
+    except ValueError:
+        return response.text[:500]
+
+
+class RemoteEngine:
+    """`Engine.generate_batch` answered by servers: the same requests in, `GenerationResult`s out (steps per canvas
+    from the server; `seconds` is each request's round trip, queueing included)."""
+
+    def __init__(self, endpoints: Endpoints, default_max_new_tokens: int = 256):
+        self.endpoints = endpoints
+        self.default_max_new_tokens = default_max_new_tokens  # for unconstrained requests without a length
+
+    def body(self, request) -> dict:
+        """The `/generate` body of a `GenerationRequest`."""
+        prompt = request.prompt
+        body: dict = {"text": prompt} if isinstance(prompt, str) else {"input_ids": [int(t) for t in prompt]}
+        params: dict = {}
+        if request.template is not None:
+            params["custom_params"] = {"diffreason_template": json.dumps(request.template.to_positions())}
+        default = len(request.template) if request.template is not None else self.default_max_new_tokens
+        params["max_new_tokens"] = int(request.max_new_tokens or default)
+        body["sampling_params"] = params
+        return body
+
+    def generate_batch(self, requests: Sequence, callback=None, step_hook=None, on_canvas=None,
+                       progress: Callable[[], None] | None = None) -> list:
+        """Every request's result in input order; EndpointError for the first that failed once all are back."""
+        if callback is not None or step_hook is not None or on_canvas is not None:
+            raise ConfigError("step callbacks and step hooks (e.g. Sudoku's verified mode) run inside the engine; "
+                              "a server runs the plain sampler only")
+        bodies = [self.body(r) for r in requests]
+        started = time.perf_counter()
+        answers = self.endpoints.map(bodies, [r.seed for r in requests], progress)
+        failed = [a for a in answers if isinstance(a, EndpointError)]
+        if failed:
+            raise EndpointError(f"{len(failed)} of {len(answers)} requests failed; the first: {failed[0]}")
+        seconds = (time.perf_counter() - started) / max(1, len(answers))
+        return [result_of(answer, r.prompt, seconds) for answer, r in zip(answers, requests)]
+
+
+def result_of(answer: dict, prompt: Any = "", seconds: float = 0.0):
+    """A `GenerationResult` from a `/generate` answer; EndpointError when the answer carries no steps (a server
+    without the diffreason plugin)."""
+    from diffreason.engine import GenerationResult
+
+    meta = answer.get("meta_info", {}) if isinstance(answer, dict) else {}
+    steps = meta.get(STEPS_KEY)
+    if not isinstance(steps, list):
+        raise EndpointError(f"the server's answer has no meta_info.{STEPS_KEY}: is the diffreason plugin loaded "
+                            "(SGLANG_PLUGINS=diffreason)?")
+    tokens = [int(t) for t in answer.get("output_ids", [])]
+    return GenerationResult(
+        prompt_ids=[] if isinstance(prompt, str) else [int(t) for t in prompt],
+        tokens=tokens,
+        raw_tokens=tokens,
+        text=answer.get("text", ""),
+        steps=[int(s) for s in steps],
+        stopped_early=[],  # (not reported by servers)
+        finished=(meta.get("finish_reason") or {}).get("type") == "stop",
+        seconds=seconds,
+    )

@@ -1,0 +1,193 @@
+"""The remote client (`diffreason.client`), the frontend backend's remote mode and `diffreason eval --endpoint`,
+against real `diffreason serve` processes (SGLang itself cannot serve DiffusionGemma without CUDA). The fault
+injector below is a real HTTP server that answers 503; the client's own code is never stood in for."""
+
+import json
+import socket
+import subprocess
+import sys
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import jsonschema
+import pytest
+
+from conftest import serve_process
+from diffreason.client import Endpoints, EndpointError, RemoteEngine
+from diffreason.engine import Engine, GenerationRequest
+from diffreason.model import EMBEDDED_JSON, EMBEDDED_SUDOKU, load_model
+from diffreason.tasks import sudoku
+
+SCHEMA = {"type": "object", "required": ["age"], "properties": {"age": {"type": "integer", "minimum": 0}}}
+
+
+@pytest.fixture(scope="module")
+def sudoku_servers():
+    with serve_process(EMBEDDED_SUDOKU) as a, serve_process(EMBEDDED_SUDOKU) as b:
+        yield a, b
+
+
+@pytest.fixture(scope="module")
+def json_server():
+    with serve_process(EMBEDDED_JSON) as base:
+        yield base
+
+
+def dead_url() -> str:
+    with socket.socket() as s:  # a port nothing listens on once the socket closes
+        s.bind(("127.0.0.1", 0))
+        return f"http://127.0.0.1:{s.getsockname()[1]}"
+
+
+@pytest.fixture
+def busy_url():
+    """A real HTTP server that answers every request 503 (a router whose workers are all busy)."""
+
+    class Busy(BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802 (http.server's naming)
+            self.send_response(503)
+            self.end_headers()
+
+        do_POST = do_GET
+
+        def log_message(self, *args):
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Busy)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+
+
+def cli(*args, timeout=600):
+    return subprocess.run([sys.executable, "-m", "diffreason.cli", *args], capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def sudoku_requests(n, seed=0):
+    puzzles = sudoku.generate_set("easy", n, seed=11)
+    return [GenerationRequest([sudoku.BOS_ID], sudoku.template(p.puzzle), seed=seed + k, max_new_tokens=sudoku.CELLS)
+            for k, p in enumerate(puzzles)]
+
+
+def test_requests_sharded_over_two_servers_get_the_local_engines_tokens(sudoku_servers):
+    requests = sudoku_requests(6)
+    endpoints = Endpoints(list(sudoku_servers), concurrency=2)
+    remote = RemoteEngine(endpoints).generate_batch(requests)
+    local = Engine(load_model(EMBEDDED_SUDOKU)).generate_batch(requests)
+    assert [r.tokens for r in remote] == [r.tokens for r in local]
+    assert [r.steps for r in remote] == [r.steps for r in local]
+    for url in sudoku_servers:  # both servers did some of the work
+        info = json.loads(endpoints._session().get(url + "/get_model_info").text)
+        assert sum(info["batches"]) > 0, url
+
+
+def test_a_dead_or_busy_server_is_retried_on_another(sudoku_servers, busy_url):
+    requests = sudoku_requests(4, seed=20)
+    endpoints = Endpoints([dead_url(), busy_url, sudoku_servers[0]], concurrency=2, backoff=0.05)
+    remote = RemoteEngine(endpoints).generate_batch(requests)
+    local = Engine(load_model(EMBEDDED_SUDOKU)).generate_batch(requests)
+    assert [r.tokens for r in remote] == [r.tokens for r in local]
+    assert endpoints.failures >= 2  # (the first requests went to the dead and the busy one)
+
+
+def test_when_no_server_answers_the_error_says_why_after_the_retries(busy_url):
+    endpoints = Endpoints([dead_url(), busy_url], retries=1, backoff=0.01)
+    with pytest.raises(EndpointError, match=r"no server answered after 2 tries of each \(last: .*"):
+        endpoints.post({"text": "x"})
+    with pytest.raises(EndpointError, match="cannot reach .*: connection refused"):
+        Endpoints([dead_url()]).check()
+
+
+def test_a_refused_request_fails_alone_and_the_others_are_answered(json_server):
+    endpoints = Endpoints([json_server])
+    bodies = [{"text": "a person", "sampling_params": {"json_schema": json.dumps(SCHEMA)}},
+              {"text": "x", "sampling_params": {"regex": "a", "json_schema": "{}"}},
+              {"text": "a person", "sampling_params": {"regex": "[0-9]{4}"}}]
+    answers = endpoints.map(bodies, seeds=[1, 2, 3])
+    assert isinstance(answers[1], EndpointError) and "(HTTP 400): give one constraint" in str(answers[1])
+    jsonschema.validate(json.loads(answers[0]["text"]), SCHEMA)
+    assert len(answers[2]["text"]) == 4 and answers[2]["text"].isdigit()
+    assert endpoints.failures == 0  # (a refusal is an answer, not a connection failure: never retried)
+
+
+def test_a_program_runs_on_a_server_as_it_runs_locally(json_server):
+    import sglang as sgl
+
+    from diffreason.backends.sglang_frontend import DiffusionBackend
+
+    @sgl.function
+    def card(s, who):
+        s += f"A card for {who}: "
+        s += sgl.gen("card", json_schema=json.dumps(SCHEMA), max_tokens=64)
+        s += " Side: " + sgl.select("side", choices=["good (#1)", "evil & ~x-y"], temperature=1.0)  # (a server: 1)
+        s += " Number: " + sgl.gen("n", dtype=int, max_tokens=8)
+        s += " Free: " + sgl.gen("free", max_tokens=12)
+
+    remote = card.run(who="a wizard", backend=DiffusionBackend(json_server, seed=5))
+    local = card.run(who="a wizard", backend=DiffusionBackend(EMBEDDED_JSON, seed=5))
+    assert remote.text() == local.text()
+    assert remote["side"] in ("good (#1)", "evil & ~x-y")
+    jsonschema.validate(json.loads(remote["card"]), SCHEMA)
+    for name in ("card", "side", "n", "free"):
+        assert remote.get_meta_info(name)["steps"] == local.get_meta_info(name)["steps"], name
+    streamed = card.run(who="a wizard", backend=DiffusionBackend(json_server, seed=5), stream=True)
+    assert "".join(streamed.text_iter()) == remote.text()
+    assert streamed.get_meta_info("free")["steps"] == remote.get_meta_info("free")["steps"]
+
+
+def test_engine_options_are_refused_for_a_server(json_server):
+    from diffreason.backends.sglang_frontend import DiffusionBackend
+    from diffreason.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="'max_denoising_steps' applies to a local checkpoint"):
+        DiffusionBackend(json_server, max_denoising_steps=4)
+
+
+def test_eval_sudoku_on_endpoints_reports_what_the_local_eval_reports(sudoku_servers, tmp_path):
+    args = ["eval", "sudoku", "--n", "6", "--tiers", "easy,hard", "--seed", "5"]
+    remote = cli(*args, "--endpoint", ",".join(sudoku_servers), "--concurrency", "3", "--out", str(tmp_path / "r"))
+    assert remote.returncode == 0, remote.stderr
+    local = cli(*args, "--modes", "model", "--budgets", "", "--out", str(tmp_path / "l"))
+    assert local.returncode == 0, local.stderr
+    r, loc = (json.loads((tmp_path / d / "sudoku.json").read_text()) for d in ("r", "l"))
+    for tier in ("easy", "hard"):
+        a, b = r["tiers"][tier]["modes"]["model"], loc["tiers"][tier]["modes"]["model"]
+        for key in ("solve_rate", "steps_mean", "steps_p90", "solved_within", "unsolved_ran_out"):
+            assert a[key] == b[key], (tier, key)
+    assert r["budget"] == loc["budget"] and "sampling_seed" in (tmp_path / "r" / "sudoku.md").read_text()
+
+
+def test_eval_json_on_an_endpoint_validates_the_servers_outputs(json_server, tmp_path):
+    folder = tmp_path / "schemas"
+    folder.mkdir()
+    for name, schema in (("Test_a.json", SCHEMA), ("Test_b.json", {"type": "array", "items": {"enum": ["x", "y"]},
+                                                                   "minItems": 1, "maxItems": 3})):
+        (folder / name).write_text(json.dumps({"schema": schema, "tests": []}))
+    args = ["eval", "json", "--schemas", str(folder), "--fillings", "2", "--model", str(EMBEDDED_JSON)]
+    remote = cli(*args, "--endpoint", json_server, "--out", str(tmp_path / "r"))
+    assert remote.returncode == 0, remote.stderr
+    local = cli(*args, "--out", str(tmp_path / "l"))
+    r, loc = (json.loads((tmp_path / d / "json.json").read_text()) for d in ("r", "l"))
+    counts = ("schemas", "compiled", "valid", "invalid", "unjudged")
+    assert r["total"]["valid"] == 4 and [r["total"].get(k) for k in counts] == [loc["total"].get(k) for k in counts]
+    assert r["steps_mean"] == loc["steps_mean"] and r["outputs"] == f"generations by {json_server}"
+
+
+@pytest.mark.parametrize("args, message", [
+    (["sudoku", "--endpoint", "localhost:1"], "endpoint 'localhost:1' is not an http(s)://HOST[:PORT] URL"),
+    (["sudoku", "--endpoint", "{dead}"], "cannot reach http://127.0.0.1:"),
+    (["sudoku", "--endpoint", "{dead}", "--t-max", "1"], "--t-max applies to a local model"),
+    (["sudoku", "--endpoint", "{dead}", "--concurrency", "0"], "--concurrency must be"),
+    (["json", "--schemas", ".", "--endpoint", "{dead},{dead}"], "an endpoint is named twice"),
+])
+def test_bad_endpoint_options_are_one_error_line(args, message, tmp_path):
+    dead = dead_url()
+    proc = cli("eval", *[a.replace("{dead}", dead) for a in args], "--out", str(tmp_path), timeout=120)
+    assert proc.returncode != 0 and message in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+
+
+def test_eval_sudoku_refuses_verified_mode_on_endpoints(sudoku_servers, tmp_path):
+    proc = cli("eval", "sudoku", "--endpoint", sudoku_servers[0], "--modes", "verified", "--out", str(tmp_path))
+    assert proc.returncode != 0 and "with --endpoint use --modes model" in proc.stderr, proc.stderr
