@@ -10,7 +10,8 @@
    (FDFO, the default, and `--no-dllm-fdfo`), answering constrained /generate requests (json_schema and regex) with
    valid output and `diffreason_steps` in meta_info, a 400 for a bad schema, and a batch sent at once: a two-canvas
    template request beside unconstrained ones (every canvas of the template obeyed, one step count per canvas), and a
-   streamed request whose last chunk lists every canvas's steps;
+   streamed request whose last chunk lists every canvas's steps; diffreason's client against it (a program through
+   `DiffusionBackend(url)`, the same seed twice giving the same tokens);
 4. the plugin's step against upstream's at V = 262,144, C = 256 on the GPU (`diffreason.evals.bench_plugin`).
 Without CUDA it says so and exits 0.
 """
@@ -130,7 +131,8 @@ def server(model: Path, fdfo: bool = True) -> bool:
         print("unconstrained:", status, out if status != 200 else (out["text"][:80], out["meta_info"].get(
             "diffreason_steps")))
         good = good and status == 200
-        ok = good and mixed_batch(url, model) and streamed(f"http://127.0.0.1:{port}/generate")
+        ok = (good and mixed_batch(url, model) and streamed(f"http://127.0.0.1:{port}/generate")
+              and remote_client(f"http://127.0.0.1:{port}"))
     finally:
         proc.terminate()
         try:
@@ -182,6 +184,32 @@ def streamed(url: str) -> bool:
     n = (last or {}).get("meta_info", {}).get("completion_tokens")
     print("streamed:", "completion_tokens", n, "steps", steps)
     return isinstance(steps, list) and len(steps) >= 1
+
+
+def remote_client(base: str) -> bool:
+    """diffreason's client against SGLang: a program through `DiffusionBackend(url)` (a schema gen, a select as a
+    constrained gen), and a request sent twice with the same seed (SGLang seeds by the request id the client makes
+    from it) giving the same tokens."""
+    import sglang as sgl
+
+    from diffreason.backends.sglang_frontend import DiffusionBackend
+    from diffreason.client import Endpoints
+
+    schema = json.dumps({"type": "object", "required": ["age"], "properties": {"age": {"type": "integer"}}})
+
+    @sgl.function
+    def card(s):
+        s += "A person: " + sgl.gen("card", json_schema=schema, max_tokens=64)
+        s += " Side: " + sgl.select("side", choices=["good", "evil"])
+
+    state = card.run(backend=DiffusionBackend(base, seed=3))
+    print("program:", repr(state.text()), state.get_meta_info("card")["steps"], state.get_meta_info("side")["steps"])
+    endpoints = Endpoints(base)
+    body = {"text": "free text", "sampling_params": {"max_new_tokens": 32}}
+    first, second = (endpoints.post(body, seed=7) for _ in range(2))  # (one after the other: the same rid)
+    same = first["output_ids"] == second["output_ids"]
+    print("same seed twice, same tokens:", same, "; seeded by", "sampling_seed" if endpoints.seeded(base) else "rid")
+    return state["side"] in ("good", "evil") and bool(state.get_meta_info("card")["steps"]) and same
 
 
 def plugin_step_ratio() -> bool:
