@@ -24,6 +24,7 @@ check) is final and becomes that request's `EndpointError`, so the other request
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import threading
@@ -77,6 +78,7 @@ class Endpoints:
         self._in_flight = dict.fromkeys(self.urls, 0)
         self._down_until = dict.fromkeys(self.urls, 0.0)
         self._failed_in_row = dict.fromkeys(self.urls, 0)
+        self._rid_locks = [threading.Lock() for _ in range(4096)]
         self._info: dict[str, dict] = {}
         self._local = threading.local()  # one requests.Session per thread (a Session is not thread-safe)
         self.failures = 0  # connections that failed (each retried while tries are left), for reports
@@ -162,8 +164,11 @@ class Endpoints:
             try:
                 try:
                     sent = _seeded(body, seed, self.seeded(url))
-                    response = self._session().post(url + "/generate", json=sent, timeout=(10, self.timeout),
-                                                    stream=stream)
+                    with self._one_at_a_time(sent.get("rid")):
+                        response = self._session().post(url + "/generate", json=sent, timeout=(10, self.timeout),
+                                                        stream=stream)
+                        if not stream:
+                            response.content  # (read while held: the answer is complete)
                 except EndpointError as exc:  # its model info could not be read: as a refused connection
                     last = str(exc)
                 except (requests.ConnectionError, requests.ConnectTimeout) as exc:
@@ -184,6 +189,17 @@ class Endpoints:
                 avoid, rounds = set(), rounds + 1
                 if rounds > self.retries:
                     raise EndpointError(f"no server answered after {rounds} tries of each (last: {last})")
+
+    @contextlib.contextmanager
+    def _one_at_a_time(self, rid: str | None):
+        """Requests with the same id (the same request and seed, for a server seeding by id) run one after the other:
+        SGLang keys a request's state by its id, so two in flight at once would collide."""
+        if rid is None:
+            yield
+            return
+        stripe = int(hashlib.sha256(rid.encode()).hexdigest()[:8], 16) % len(self._rid_locks)
+        with self._rid_locks[stripe]:  # (striped: bounded memory; two ids rarely share a stripe)
+            yield
 
     @staticmethod
     def _answer(url: str, response, stream: bool) -> Any:

@@ -59,6 +59,63 @@ def busy_url():
     server.shutdown()
 
 
+@pytest.fixture
+def sglang_like(json_server):
+    """A real HTTP server in front of `json_server` that behaves as SGLang towards seeds: its model info does not say
+    "diffreason", it refuses `sampling_seed` (HTTP 400, as Gemma4Renoise does) and records every request id and how
+    many requests with that id were in flight at once."""
+    import urllib.request
+
+    seen, in_flight, lock = [], {}, threading.Lock()
+
+    class Proxy(BaseHTTPRequestHandler):
+        def reply(self, status, payload: bytes):
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.end_headers()
+            self.wfile.write(payload)
+
+        def do_GET(self):  # noqa: N802
+            self.reply(200, json.dumps({"model_path": "served", "is_generation": True}).encode())
+
+        def do_POST(self):  # noqa: N802
+            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            if "sampling_seed" in body.get("sampling_params", {}):
+                return self.reply(400, b'{"error": {"message": "does not support request-level sampling_seed"}}')
+            rid = body.get("rid")
+            with lock:
+                in_flight[rid] = in_flight.get(rid, 0) + 1
+                seen.append((rid, in_flight[rid]))
+            try:
+                request = urllib.request.Request(json_server + "/generate", json.dumps(body).encode(),
+                                                 {"Content-Type": "application/json"})
+                with urllib.request.urlopen(request, timeout=300) as r:
+                    self.reply(r.status, r.read())
+            finally:
+                with lock:
+                    in_flight[rid] -= 1
+
+        def log_message(self, *args):
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Proxy)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_address[1]}", seen
+    server.shutdown()
+
+
+def test_a_server_that_seeds_by_request_id_gets_ids_made_from_the_seed(sglang_like):
+    url, seen = sglang_like
+    endpoints = Endpoints([url], concurrency=4)
+    assert not endpoints.seeded(url)
+    body = {"text": "a person", "sampling_params": {"json_schema": json.dumps(SCHEMA)}}
+    answers = endpoints.map([body] * 4 + [{**body, "text": "someone"}], seeds=[3, 3, 3, 4, 3])
+    assert all(isinstance(a, dict) for a in answers), answers
+    rids = [rid for rid, _ in seen]
+    assert len(set(rids)) == 3 and all(rid.startswith(("diffreason-3-", "diffreason-4-")) for rid in rids)
+    assert max(n for _, n in seen) == 1  # the three requests with one id never ran at the same time
+
+
 def cli(*args, timeout=600):
     return subprocess.run([sys.executable, "-m", "diffreason.cli", *args], capture_output=True, text=True,
                           timeout=timeout)
