@@ -685,9 +685,13 @@ def solve_sudoku(
     seed: int = typer.Option(0, "--seed", help=f"random seed, 0 to {MAX_SEED} (puzzle k uses seed + k)"),
     batch_size: int = typer.Option(64, "--batch-size", help=f"puzzles solved together, 1 to {MAX_BATCH_SIZE}"),
     watch: bool = typer.Option(False, "--watch", help="show the grid denoising live (first puzzle)"),
+    samples: int = typer.Option(1, "--samples", "-k", help="test-time compute: up to K chains per puzzle, each "
+                                "under a random symmetry, the first grid the verifier accepts (else a per-cell vote); "
+                                "1 to 256"),
     as_json: bool = typer.Option(
         False, "--json", help="JSON lines, one object per puzzle in input order: puzzle, solution, solved, steps, "
-        "mode, seconds, line, has_solution, unique; a puzzle that cannot be answered: line, input, error"
+        "mode, seconds, samples, voted, line, has_solution, unique; a puzzle that cannot be answered: line, input, "
+        "error"
     ),
     t_max: float = T_MAX_OPTION,
     t_min: float = T_MIN_OPTION,
@@ -711,6 +715,9 @@ def solve_sudoku(
         raise DiffreasonError(f"--mode must be one of {', '.join(sudoku.MODES)}, got {mode!r}")
     _int_in("--steps", steps, 1, MAX_DENOISING_STEPS)
     _int_in("--batch-size", batch_size, 1, MAX_BATCH_SIZE)
+    _int_in("--samples", samples, 1, sudoku.MAX_SAMPLES)
+    if watch and samples > 1:
+        raise DiffreasonError("--watch shows one chain; it cannot be used with --samples above 1")
     _check_seed(seed)
     _check_temperatures(t_max, t_min)
     _int_in("--threads", threads, 0, MAX_THREADS)
@@ -769,14 +776,15 @@ def solve_sudoku(
             where = f"line {e.line}: " if source else ""
             several = " — the puzzle has more than one solution" if count == 2 else ""
             verdict = "solved" if res.solved else "NOT solved"
-            out.print(f"{where}{verdict} in {res.steps} steps (mode {res.mode}){several}\n")
+            chains = f", {res.samples} chains" + (", per-cell vote" if res.voted else "") if samples > 1 else ""
+            out.print(f"{where}{verdict} in {res.steps} steps (mode {res.mode}{chains}){several}\n")
             sys.stdout.flush()
         answered += 1
         solved += res.solved
 
     grids = [entries[i].cells for i in todo]
     watcher = GridWatcher(grids[0], steps or lm.sampler_config.max_denoising_steps) if watch else None
-    batches = sudoku.solve_batches(lm, grids, mode, seed, steps, batch_size, callback=watcher)
+    batches = sudoku.solve_batches(lm, grids, mode, seed, steps, batch_size, callback=watcher, samples=samples)
     t = time.perf_counter()
     held = _HeldInterrupt()  # an answer is printed and counted whole, so the count said on Ctrl-C is what was printed
     try:
@@ -872,6 +880,9 @@ def eval_sudoku(
                                 f"each 1 to {MAX_DENOISING_STEPS}; default 12,24,48 (the headline run uses the "
                                 "checkpoint's own; with --endpoint none: the servers' schedule)"),
     seed: int = typer.Option(2026, "--seed", help=f"generator seed of the eval puzzles, 0 to {MAX_SEED}"),
+    samples: str = typer.Option("1", "--samples", help="test-time compute: the K values to run besides K = 1, "
+                                "comma-separated (e.g. 1,2,4,8,16), each reported as its own mode (model ×K, "
+                                "verified ×K)"),
     out: Path = typer.Option(Path("evals/reports"), "--out", help="report directory"),
     t_max: float = T_MAX_OPTION,
     t_min: float = T_MIN_OPTION,
@@ -905,6 +916,12 @@ def eval_sudoku(
     _int_in("--n", n, 1, MAX_EVAL_PUZZLES)
     for b in budget_list:
         _int_in("--budgets values", b, 1, MAX_DENOISING_STEPS)
+    try:
+        sample_list = sorted({int(k) for k in samples.split(",") if k.strip()} | {1})
+    except ValueError:
+        raise DiffreasonError(f"--samples must be comma-separated integers, got {samples!r}") from None
+    for k in sample_list:
+        _int_in("--samples values", k, 1, sudoku.MAX_SAMPLES)
     _check_seed(seed)
     _check_temperatures(t_max, t_min)
     _check_device(device)
@@ -912,9 +929,9 @@ def eval_sudoku(
     _check_model_dir(model)
     _writable_dir(out, "--out")
     remote = _remote_engine(endpoint, concurrency, retries, model=model, t_max=t_max, t_min=t_min)
-    if remote is not None and (mode_list != ["model"] or budget_list):
-        raise DiffreasonError("servers run the plain sampler on their own schedule: with --endpoint use --modes model "
-                              "and no --budgets")
+    if remote is not None and (mode_list != ["model"] or budget_list or sample_list != [1]):
+        raise DiffreasonError("servers run the plain sampler on their own schedule: with --endpoint use --modes model, "
+                              "no --budgets and --samples 1")
     _runtime(threads)
     from diffreason.evals.sudoku_eval import run_eval, write_report
 
@@ -925,7 +942,7 @@ def eval_sudoku(
         sudoku.check_vocabulary(lm)
         lm.model.to(device)
     report = run_eval(lm, tier_list, n, mode_list, budget_list, seed, progress=lambda s: err_console.print(f"done {s}"),
-                      remote=remote)
+                      remote=remote, samples=sample_list)
     command = "diffreason eval sudoku " + " ".join(sys.argv[3:]) if len(sys.argv) > 3 else "diffreason eval sudoku"
     try:
         paths = write_report(report, out, command)

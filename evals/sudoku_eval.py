@@ -51,14 +51,17 @@ def run_eval(
     seed: int = 2026,
     progress=None,
     remote=None,
+    samples=(1,),
 ) -> dict:
     """`remote`: a `diffreason.client.RemoteEngine` whose servers solve instead of `lm` (then None): model mode on
-    the servers' own schedule, no fixed budgets; the classical solver still runs here."""
+    the servers' own schedule, no fixed budgets; the classical solver still runs here. `samples`: the K of the
+    test-time-compute runs (`sudoku.solve(samples=K)`), reported as their own modes (`model ×K`, `verified ×K`) beside
+    each mode's K = 1 run."""
     if not tiers or not modes:  # (the report's table and plot need one of each)
         raise sudoku.SudokuError(f"the eval needs at least one tier and one mode, got tiers {list(tiers)} and modes "
                                  f"{list(modes)}")
     if remote is not None:
-        if list(modes) != ["model"] or budgets:
+        if list(modes) != ["model"] or budgets or set(samples) != {1}:
             raise sudoku.SudokuError("servers run the plain sampler on their own schedule: --modes model and "
                                      "--budgets '' with --endpoint")
         infos = remote.endpoints.check()
@@ -85,7 +88,8 @@ def run_eval(
             "machine": f"{platform.machine()}, {torch.get_num_threads()} threads, {lm.device}",
             "own": lm.sampler_config.max_denoising_steps,  # the checkpoint's own schedule: the headline run
         }
-    report.update({"n_per_tier": n, "budgets": list(budgets), "seed": seed, "tiers": {}})
+    report.update({"n_per_tier": n, "budgets": list(budgets), "samples": sorted(set(samples) | {1}), "seed": seed,
+                   "tiers": {}})
     own = report.pop("own")
     for tier in tiers:
         puzzles = sudoku.generate_set(tier, n, seed=seed)
@@ -112,25 +116,49 @@ def run_eval(
             results, seconds = by_budget[own]
             if own is None:  # (a server that does not report its schedule)
                 own = max(r.steps for r in results)
-            steps = [r.steps for r in results]
-            solved_steps = [r.steps for r in results if r.solved]
-            unsolved_steps = [r.steps for r in results if not r.solved]
-            entry["modes"][mode] = {
-                "solve_rate": sum(r.solved for r in results) / n,
-                # how the misses end: still unsure when the budget ran out, or stopped early on a wrong canvas
-                "unsolved_ran_out": sum(1 for s in unsolved_steps if s >= own) / n,
-                "unsolved_stopped": sum(1 for s in unsolved_steps if s < own) / n,
-                "steps_mean": statistics.mean(steps),
-                "steps_median": statistics.median(steps),
-                "steps_p90": _percentile(steps, 0.9),
-                "puzzles_per_second": n / seconds,
-                "solve_rate_at_budget": {str(b): sum(r.solved for r in by_budget[b][0]) / n for b in sorted(budgets)},
-                # cumulative: fraction solved within k steps in the headline (early-stop) run
-                "solved_within": [sum(1 for s in solved_steps if s <= k) / n for k in range(1, own + 1)],
-            }
+            entry["modes"][mode] = _mode_entry(results, seconds, own)
+            entry["modes"][mode]["solve_rate_at_budget"] = {
+                str(b): sum(r.solved for r in by_budget[b][0]) / n for b in sorted(budgets)}
+            for k in samples:
+                if k == 1:
+                    continue
+                t = time.perf_counter()
+                results = sudoku.solve(lm, [p.puzzle for p in puzzles], mode=mode, seed=seed, samples=k)
+                elapsed = time.perf_counter() - t
+                label = sudoku.mode_label(mode, k)
+                entry["modes"][label] = {**_mode_entry(results, elapsed, own), "k": k, "wall_ratio": elapsed / seconds}
+                if progress:
+                    progress(f"{tier}/{label}")
         report["tiers"][tier] = entry
     report["budget"] = own
     return report
+
+
+def _mode_entry(results: list, seconds: float, own: int) -> dict:
+    """One mode's row: solve rate, how the misses end, steps (all chains), throughput, the solve-vs-steps curve."""
+    n = len(results)
+    steps = [r.steps for r in results]
+    solved_steps = [r.steps for r in results if r.solved]
+    unsolved = [r for r in results if not r.solved]
+    samples = max(r.samples for r in results)
+    return {
+        "k": 1,  # the chains asked for (test-time compute); the runs below set theirs
+        "chains_max": samples,
+        "solve_rate": len(solved_steps) / n,
+        # how the misses end: still unsure when the budget ran out, or stopped early on a wrong canvas (one chain)
+        "unsolved_ran_out": sum(1 for r in unsolved if r.samples == 1 and r.steps >= own) / n,
+        "unsolved_stopped": sum(1 for r in unsolved if r.samples == 1 and r.steps < own) / n,
+        "voted": sum(r.voted for r in results) / n,
+        "chains_mean": statistics.mean(r.samples for r in results),
+        "steps_mean": statistics.mean(steps),
+        "steps_median": statistics.median(steps),
+        "steps_p90": _percentile(steps, 0.9),
+        "puzzles_per_second": n / seconds,
+        "seconds_per_puzzle": seconds / n,
+        "solve_rate_at_budget": {},
+        # cumulative: fraction solved within k steps (all chains) in the headline (early-stop) run
+        "solved_within": [sum(1 for s in solved_steps if s <= k) / n for k in range(1, samples * own + 1)],
+    }
 
 
 def style_solve_rate_axes(ax, xlabel: str, title: str) -> None:
@@ -170,21 +198,35 @@ def write_report(report: dict, out_dir: str | Path, command: str) -> list[Path]:
         "budget. Unsolved puzzles either ran out of steps (the sampler never became sure) or stopped early on a "
         "wrong canvas.",
         "",
+        "`model ×K` / `verified ×K` = test-time compute with the verifier: up to K chains per puzzle, chain 0 the K = 1 "
+        "run and each other chain the puzzle under a random symmetry (digits relabelled, rows / columns permuted within "
+        "bands / stacks, bands / stacks permuted, transposed), mapped back; the first grid the verifier accepts is the "
+        "answer, chains run in waves of 1, 1, 2, 4, ... over the puzzles still unsolved, so a puzzle costs only the "
+        "chains it needed; with none accepted, the chains' per-cell vote. Its steps count every chain's; `time × K=1` "
+        "is its wall time against its mode's K = 1 run on the same machine.",
+        "",
         "| tier | givens | mode | solved | "
         + "".join(f"@{b} | " for b in budgets)
-        + "unsolved: out of steps / stopped | mean steps | median | p90 | puzzles/s | classical solver |",
-        "|---|---|---|---|" + "---|" * len(budgets) + "---|---|---|---|---|---|",
+        + "unsolved: out of steps / stopped | mean steps | median | p90 | chains | time × K=1 | puzzles/s "
+          "| classical solver |",
+        "|---|---|---|---|" + "---|" * len(budgets) + "---|---|---|---|---|---|---|---|",
     ]
     for tier, entry in report["tiers"].items():
         for mode, m in entry["modes"].items():
+            at = m.get("solve_rate_at_budget", {})
             lines.append(
                 f"| {tier} | {entry['givens_mean']:.1f} | {mode} | {100 * m['solve_rate']:.1f} % | "
-                + "".join(f"{100 * m['solve_rate_at_budget'][str(b)]:.1f} % | " for b in budgets)
-                + f"{100 * m['unsolved_ran_out']:.1f} / {100 * m['unsolved_stopped']:.1f} %"
+                + "".join(f"{100 * at[str(b)]:.1f} % | " if str(b) in at else "— | " for b in budgets)
+                + (f"{100 * m['unsolved_ran_out']:.1f} / {100 * m['unsolved_stopped']:.1f} %"
+                   if m.get("k", 1) == 1 else f"voted {100 * m['voted']:.1f} %")
                 + f" | {m['steps_mean']:.1f} | {m['steps_median']:.0f} | {m['steps_p90']:.0f} | "
-                f"{m['puzzles_per_second']:.1f} | {1e3 * entry['classical_seconds_per_puzzle']:.1f} ms |"
+                f"{m.get('chains_mean', 1):.2f} | "
+                + (f"{m['wall_ratio']:.2f} | " if "wall_ratio" in m else "1 | ")
+                + f"{m['puzzles_per_second']:.1f} | {1e3 * entry['classical_seconds_per_puzzle']:.1f} ms |"
             )
     lines += ["", "![solve rate vs steps](sudoku.png)", ""]
+    if len(report.get("samples", [1])) > 1:
+        lines += ["![solve rate vs chains and vs total steps](sudoku_samples.png)", ""]
     md_path = out_dir / "sudoku.md"
     md_path.write_text("\n".join(lines))
 
@@ -193,7 +235,7 @@ def write_report(report: dict, out_dir: str | Path, command: str) -> list[Path]:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    modes = sorted({m for e in report["tiers"].values() for m in e["modes"]})
+    modes = sorted({m for e in report["tiers"].values() for m in e["modes"] if "×" not in m})
     fig, axes = plt.subplots(1, len(modes), figsize=(6 * len(modes), 4.2), squeeze=False)
     for ax, mode in zip(axes[0], modes):
         for tier, entry in report["tiers"].items():
@@ -209,4 +251,29 @@ def write_report(report: dict, out_dir: str | Path, command: str) -> list[Path]:
     png_path = out_dir / "sudoku.png"
     fig.savefig(png_path, dpi=110)
     plt.close(fig)
-    return [json_path, md_path, png_path]
+    paths = [json_path, md_path, png_path]
+    if len(report.get("samples", [1])) > 1:
+        paths.append(_plot_samples(report, modes, out_dir / "sudoku_samples.png", plt))
+    return paths
+
+
+def _plot_samples(report: dict, modes: list[str], path: Path, plt) -> Path:
+    """Per mode: solved % against K (chains asked for), and against the mean total steps spent, per tier."""
+    fig, axes = plt.subplots(1, 2 * len(modes), figsize=(5.5 * 2 * len(modes), 4.2), squeeze=False)
+    for i, mode in enumerate(modes):
+        for tier, entry in report["tiers"].items():
+            rows = sorted(((m.get("k", 1), m) for label, m in entry["modes"].items()
+                           if label == mode or label.startswith(f"{mode} ×")), key=lambda x: x[0])
+            if not rows:
+                continue
+            (line,) = axes[0][2 * i].plot([k for k, _ in rows], [100 * m["solve_rate"] for _, m in rows], marker="o",
+                                          label=tier)
+            axes[0][2 * i + 1].plot([m["steps_mean"] for _, m in rows], [100 * m["solve_rate"] for _, m in rows],
+                                    marker="o", color=line.get_color(), label=tier)
+        axes[0][2 * i].set_xscale("log", base=2)
+        style_solve_rate_axes(axes[0][2 * i], "chains K (test-time compute)", f"mode: {mode} ×K")
+        style_solve_rate_axes(axes[0][2 * i + 1], "mean denoising steps per puzzle, all chains", f"mode: {mode} ×K")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path

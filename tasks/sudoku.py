@@ -18,9 +18,11 @@ functions that use them), so the command line refuses a malformed puzzle file in
 from __future__ import annotations
 
 import functools
+import hashlib
 import random
 import re
 import sys
+import time
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -661,9 +663,11 @@ class SolveResult:
     puzzle: str
     solution: str | None  # 81 digits, or None when the canvas is not a grid
     solved: bool  # the verifier's verdict
-    steps: int
-    mode: str
+    steps: int  # denoising steps spent, summed over the chains (`samples`)
+    mode: str  # "model" / "verified", with " ×K" when K > 1 chains ran (`mode_label`)
     seconds: float
+    samples: int = 1  # chains run for this puzzle (each under its own symmetry), at most the K asked for
+    voted: bool = False  # no chain's grid was accepted: the solution is the chains' per-cell vote
 
     def to_dict(self) -> dict:
         return dict(self.__dict__)
@@ -679,11 +683,13 @@ def solve(
     callback=None,
     progress=None,
     engine=None,
+    samples: int = 1,
 ) -> list[SolveResult]:
     """Solve puzzles with a Sudoku checkpoint; results in input order. `engine`: where the canvases run instead of a
-    local engine over `lm` (a `diffreason.client.RemoteEngine`: model mode, the server's schedule)."""
+    local engine over `lm` (a `diffreason.client.RemoteEngine`: model mode, the server's schedule). `samples` K > 1:
+    test-time compute (`solve_batches`)."""
     results = []
-    for chunk in solve_batches(lm, puzzles, mode, seed, max_steps, batch_size, callback, engine):
+    for chunk in solve_batches(lm, puzzles, mode, seed, max_steps, batch_size, callback, engine, samples):
         results += chunk
         if progress is not None:
             progress(len(chunk))
@@ -699,13 +705,24 @@ def solve_batches(
     batch_size: int = 64,
     callback=None,
     engine=None,
+    samples: int = 1,
 ) -> Iterator[list[SolveResult]]:
     """`solve`, one batch of results at a time as each finishes (input order), so that a caller can print answers as
-    they come and keep them when interrupted. Puzzle k (from 0) is drawn with seed `seed + k` whatever the batching."""
+    they come and keep them when interrupted. Puzzle k (from 0) is drawn with seed `seed + k` whatever the batching.
+
+    `samples` K > 1 is test-time compute with the verifier: each puzzle runs up to K chains, chain 0 as it is (the
+    K = 1 run, same seed) and chain j under a random symmetry of the puzzle (`random_symmetry`, seeded by seed, puzzle
+    and j), each chain's grid mapped back; the answer is the first grid the verifier accepts. Chains run in waves of
+    1, 1, 2, 4, ... (`chain_waves`), each wave one batch over the puzzles no chain has solved yet, so a puzzle solved
+    early costs one chain; inside a wave, a chain that finishes on an accepted grid stops its siblings at once (they
+    cost the steps they took). When no chain's grid is accepted the answer is the per-cell majority of the chains'
+    grids (`voted`). `steps` sums every chain's steps; `seconds` is the batch's time over its puzzles."""
     from diffreason.engine import Engine, GenerationRequest
 
     if mode not in MODES:
         raise SudokuError(f"unknown mode {mode!r}; choose one of {', '.join(MODES)}")
+    if not 1 <= samples <= MAX_SAMPLES:
+        raise SudokuError(f"samples must be in [1, {MAX_SAMPLES}], got {samples}")
     grids = [parse(p) if isinstance(p, str) else list(p) for p in puzzles]
     if engine is None:
         check_vocabulary(lm)
@@ -714,31 +731,168 @@ def solve_batches(
         )
         engine = Engine(lm, config, max_batch_size=batch_size)
         bos = lm.tokenizer.bos_token_id
-    elif mode != "model" or max_steps is not None:
-        raise SudokuError("a server runs the plain sampler on its own schedule: model mode only, no step budgets")
+    elif mode != "model" or max_steps is not None or samples > 1:
+        raise SudokuError("a server runs the plain sampler on its own schedule: model mode only, one sample, no step "
+                          "budgets")
     else:
         bos = BOS_ID
-    hook = verified_hook(engine.sampler) if mode == "verified" else None
-    requests = [
-        GenerationRequest([bos], template(g), seed=seed + k, max_new_tokens=CELLS) for k, g in enumerate(grids)
-    ]
-    for start in range(0, len(requests), batch_size):
-        chunk = requests[start : start + batch_size]
-        outs = engine.generate_batch(chunk, callback=callback, step_hook=hook)
+    for start in range(0, len(grids), batch_size):
+        chunk = grids[start : start + batch_size]
+        t = time.perf_counter()
+        backs: list[list] = [[] for _ in chunk]  # per puzzle, every chain's grid mapped back (None: not a grid)
+        steps = [0] * len(chunk)
+        accepted: list = [None] * len(chunk)
+        first = 0
+        for wave in chain_waves(samples):
+            todo = [p for p in range(len(chunk)) if accepted[p] is None]
+            if not todo:
+                break
+            chains = [(p, chain_symmetry(seed, start + p, j), chain_seed(seed, start + p, j))
+                      for p in todo for j in range(first, first + wave)]
+            variants = [sym.apply(chunk[p]) for p, sym, _ in chains]
+            requests = [GenerationRequest([bos], template(v), seed=s, max_new_tokens=CELLS)
+                        for v, (_, _, s) in zip(variants, chains)]
+            outs = []
+            per_batch = max(1, batch_size // wave) * wave  # whole puzzles per engine batch (the hook's groups)
+            for b in range(0, len(requests), per_batch):
+                hooks = [verified_hook(engine.sampler)] if mode == "verified" else []
+                if wave > 1:
+                    hooks.append(siblings_stop_hook(variants[b : b + per_batch], wave))
+                outs += engine.generate_batch(requests[b : b + per_batch], callback=callback if samples == 1 else None,
+                                              step_hook=_compose(hooks))
+            for (p, sym, _), out in zip(chains, outs):
+                cells = decode(out.raw_tokens)
+                back = None if cells is None else sym.invert(cells)
+                backs[p].append(back)
+                steps[p] += sum(out.steps)
+                if accepted[p] is None and verify(chunk[p], back):
+                    accepted[p] = back
+            first += wave
+        seconds = (time.perf_counter() - t) / len(chunk)
         results = []
-        for g, out in zip(grids[start : start + batch_size], outs):
-            cells = decode(out.raw_tokens)
-            results.append(
-                SolveResult(
-                    puzzle=to_string(g),
-                    solution=None if cells is None else "".join(map(str, cells)),
-                    solved=verify(g, cells),
-                    steps=sum(out.steps),
-                    mode=mode,
-                    seconds=out.seconds / len(chunk),
-                )
-            )
+        for p, g in enumerate(chunk):
+            voted = accepted[p] is None and samples > 1
+            cells = accepted[p] if accepted[p] is not None else (vote(g, backs[p]) if voted else backs[p][0])
+            results.append(SolveResult(
+                puzzle=to_string(g), solution=None if cells is None else "".join(map(str, cells)),
+                solved=verify(g, cells), steps=steps[p], mode=mode_label(mode, samples), seconds=seconds,
+                samples=len(backs[p]), voted=voted,
+            ))
         yield results
+
+
+def chain_waves(samples: int) -> list[int]:
+    """Chains per wave for up to `samples` chains: 1, 1, 2, 4, ... (each wave as many as all before it)."""
+    waves, total = [1], 1
+    while total < samples:
+        waves.append(min(total, samples - total))
+        total += waves[-1]
+    return waves
+
+
+MAX_SAMPLES = 256  # chains per puzzle
+
+
+def mode_label(mode: str, samples: int) -> str:
+    """A mode's name in every report: `model`, `verified`, `model ×K`, `verified ×K`."""
+    return mode if samples == 1 else f"{mode} ×{samples}"
+
+
+def chain_seed(seed: int, puzzle: int, chain: int) -> int:
+    """The sampler seed of chain `chain` of puzzle `puzzle`: chain 0 is the one-sample run's `seed + puzzle`."""
+    if chain == 0:
+        return seed + puzzle
+    digest = hashlib.sha256(f"chain:{seed}:{puzzle}:{chain}".encode()).digest()
+    return int.from_bytes(digest[:8], "little") >> 1
+
+
+def chain_symmetry(seed: int, puzzle: int, chain: int) -> "Symmetry":
+    return IDENTITY if chain == 0 else random_symmetry(random.Random(f"symmetry:{seed}:{puzzle}:{chain}"))
+
+
+@dataclass(frozen=True)
+class Symmetry:
+    """A validity-preserving transformation of grids: cell i of the result is cell `source[i]` of the original with
+    its digit d written `relabel[d]` (0, a blank, stays 0)."""
+
+    source: tuple[int, ...]
+    relabel: tuple[int, ...]
+
+    def apply(self, cells: Sequence[int]) -> list[int]:
+        return [self.relabel[cells[s]] for s in self.source]
+
+    def invert(self, cells: Sequence[int]) -> list[int]:
+        back = [0] * 10
+        for d, e in enumerate(self.relabel):
+            back[e] = d
+        out = [0] * CELLS
+        for i, s in enumerate(self.source):
+            out[s] = back[cells[i]]
+        return out
+
+
+IDENTITY = Symmetry(tuple(range(CELLS)), tuple(range(10)))
+
+
+def random_symmetry(rng: random.Random) -> Symmetry:
+    """Digit relabelling, a permutation of the bands and of the rows inside each, of the stacks and of the columns
+    inside each, and a transpose half the time: the group the training stream draws from (`SudokuStream._augment`)."""
+
+    def lines() -> list[int]:
+        bands = rng.sample(range(3), 3)
+        return [3 * b + r for b in bands for r in rng.sample(range(3), 3)]
+
+    rows, cols = lines(), lines()
+    source = [rows[r] * 9 + cols[c] for r in range(9) for c in range(9)]
+    if rng.random() < 0.5:
+        source = [source[c * 9 + r] for r in range(9) for c in range(9)]
+    return Symmetry(tuple(source), (0, *rng.sample(range(1, 10), 9)))
+
+
+def vote(puzzle: Sequence[int], grids: Sequence[Sequence[int] | None]) -> list[int] | None:
+    """Per blank cell, the digit most chains wrote (ties: the earliest chain's); givens kept. None if no chain made a
+    grid."""
+    made = [g for g in grids if g is not None]
+    if not made:
+        return None
+    out = list(puzzle)
+    for i in range(CELLS):
+        if out[i] == 0:
+            counts: dict[int, int] = {}
+            for g in made:
+                counts[g[i]] = counts.get(g[i], 0) + 1
+            out[i] = max(counts, key=counts.get)  # (dicts keep insertion order: the earliest chain wins ties)
+    return out
+
+
+def siblings_stop_hook(variants: Sequence[Sequence[int]], samples: int):
+    """Step hook over a batch of puzzles × `samples` chains (row r is chain r % K of puzzle r // K, `variants[r]` its
+    puzzle as that chain sees it): once a chain has finished on a grid the verifier accepts, its siblings stop."""
+    settled: set[int] = set()
+
+    def hook(state, rows) -> None:
+        finished = rows[state.done[rows]].tolist()
+        for r in finished:
+            group = r // samples
+            if group in settled or not verify(variants[r], decode(state.argmax[r].tolist())):
+                continue
+            settled.add(group)
+            state.done[group * samples : (group + 1) * samples] = True
+
+    return hook
+
+
+def _compose(hooks: list):
+    if not hooks:
+        return None
+    if len(hooks) == 1:
+        return hooks[0]
+
+    def hook(state, rows) -> None:
+        for h in hooks:
+            h(state, rows)
+
+    return hook
 
 
 # ---- model and training glue ----------------------------------------------------------------------------------------
