@@ -472,6 +472,48 @@ def train_sudoku(
            stream_state=(stream.state_dict, stream.load_state_dict))
 
 
+@train_app.command("sudoku-ar")
+def train_sudoku_ar(
+    run_dir: Path = typer.Option(Path("runs/sudoku-ar"), "--run-dir", help="checkpoints, logs and RUN/model"),
+    preset: str = typer.Option("sudoku-small", "--preset", help="the diffusion preset whose size it copies: "
+                               "sudoku-small or sudoku-base"),
+    steps: int = typer.Option(3000, "--steps", help=f"total optimiser steps, at most {MAX_TRAIN_STEPS} (a rerun "
+                              "resumes up to this)"),
+    batch_size: int = typer.Option(64, "--batch-size", help=f"1 to {MAX_BATCH_SIZE}"),
+    lr: float = typer.Option(1e-3, "--lr", help="peak learning rate, in (0, 1] (warmup, then cosine)"),
+    eval_every: int = typer.Option(250, "--eval-every", help="held-out solve rate every N steps (0: never)"),
+    save_every: int = SAVE_EVERY_OPTION,
+    seed: int = typer.Option(0, "--seed", help=SEED_HELP),
+    device: str = typer.Option("auto", "--device", help="auto, cpu or cuda"),
+    curriculum: bool = typer.Option(True, "--curriculum/--no-curriculum", help="blanks grow from few to many"),
+    threads: int = THREADS_OPTION,
+    precision: str = PRECISION_OPTION,
+    time_budget: float | None = TIME_BUDGET_OPTION,
+) -> None:
+    """Train the autoregressive Sudoku baseline: a causal LM of the diffusion preset's size on the same puzzle stream
+    (same seed: the same puzzles), so `eval sudoku --baseline RUN/model` compares them at equal data."""
+    from diffreason.tasks import sudoku
+
+    _check_training_options(steps, batch_size, lr, eval_every, save_every, seed, device, threads, precision,
+                            time_budget)
+    if preset not in sudoku.MODEL_PRESETS:
+        raise DiffreasonError(f"unknown --preset {preset!r}; choose one of {', '.join(sudoku.MODEL_PRESETS)}")
+    _prepare_run_dir(run_dir)
+    try:
+        device, cfg = _train_config(device, threads, time_budget, steps=steps, batch_size=batch_size, lr=lr,
+                                    eval_every=eval_every, save_every=save_every, seed=seed, precision=precision)
+        from diffreason.tasks import sudoku_ar
+
+        ar = sudoku_ar.resume_or_build_ar(run_dir, preset, seed)
+        ar.model.to(device)
+        stream = sudoku.SudokuStream(seed)
+        batches = sudoku_ar.ar_batches(stream, curriculum=curriculum, device=device)
+    except KeyboardInterrupt:
+        raise _not_started(run_dir) from None
+    _train(ar, batches, cfg, run_dir, evaluate=sudoku_ar.heldout_evaluator(), loss_fn=sudoku_ar.ar_loss,
+           stream_state=(stream.state_dict, stream.load_state_dict))
+
+
 @train_app.command("json")
 def train_json(
     schemas: Path = typer.Option(..., "--schemas", help="jsonschemabench-style directory: schema files with instances"),
@@ -883,6 +925,8 @@ def eval_sudoku(
     samples: str = typer.Option("1", "--samples", help="test-time compute: the K values to run besides K = 1, "
                                 "comma-separated (e.g. 1,2,4,8,16), each reported as its own mode (model ×K, "
                                 "verified ×K)"),
+    baseline: Path = typer.Option(None, "--baseline", help="an autoregressive baseline (`train sudoku-ar`'s "
+                                  "RUN/model) solving the same puzzles, reported as mode autoregressive"),
     out: Path = typer.Option(Path("evals/reports"), "--out", help="report directory"),
     t_max: float = T_MAX_OPTION,
     t_min: float = T_MIN_OPTION,
@@ -927,6 +971,8 @@ def eval_sudoku(
     _check_device(device)
     _int_in("--threads", threads, 0, MAX_THREADS)
     _check_model_dir(model)
+    if baseline is not None and not (baseline / "config.json").is_file():
+        raise DiffreasonError(f"--baseline {str(baseline)!r} is not a checkpoint directory (no config.json)")
     _writable_dir(out, "--out")
     remote = _remote_engine(endpoint, concurrency, retries, model=model, t_max=t_max, t_min=t_min)
     if remote is not None and (mode_list != ["model"] or budget_list or sample_list != [1]):
@@ -935,14 +981,19 @@ def eval_sudoku(
     _runtime(threads)
     from diffreason.evals.sudoku_eval import run_eval, write_report
 
-    lm = None
+    lm = ar = None
     if remote is None:
         device = _resolve_device(device)
         lm = _sudoku_model(model, t_max, t_min)
         sudoku.check_vocabulary(lm)
         lm.model.to(device)
+    if baseline is not None:
+        from diffreason.tasks.sudoku_ar import load_ar_model
+
+        ar = load_ar_model(baseline)
+        ar.model.to(device if remote is None else "cpu")
     report = run_eval(lm, tier_list, n, mode_list, budget_list, seed, progress=lambda s: err_console.print(f"done {s}"),
-                      remote=remote, samples=sample_list)
+                      remote=remote, samples=sample_list, baseline=ar)
     command = "diffreason eval sudoku " + " ".join(sys.argv[3:]) if len(sys.argv) > 3 else "diffreason eval sudoku"
     try:
         paths = write_report(report, out, command)

@@ -172,8 +172,12 @@ def train(
     evaluate: Callable[[DiffusionLM], dict] | None = None,
     stream_state: tuple[Callable[[], dict], Callable[[dict], None]] | None = None,
     console: Console | None = None,
+    loss_fn: Callable = None,
 ) -> DiffusionLM:
     """Train `lm` in place on `batches(batch_size, progress)`; resume from `run_dir` if a checkpoint is there.
+
+    `loss_fn(model, batch, cfg, generator) -> (loss, metrics)`: the objective, `sft_loss` by default (a baseline's
+    own, e.g. the autoregressive Sudoku baseline's; `lm` then needs only `.model` and `.save(path)`).
 
     Ctrl-C raises `TrainingInterrupted` (the step of the checkpoint kept); a run directory that cannot be written, an
     unreadable trainer state, or a loss that stops being finite is a DiffreasonError.
@@ -248,7 +252,7 @@ def train(
                 for group in optim.param_groups:
                     group["lr"] = lr
                 batch = batches(cfg.batch_size, progress).to(device)
-                loss, metrics = sft_loss(model, batch, cfg, generator)
+                loss, metrics = (loss_fn or sft_loss)(model, batch, cfg, generator)
                 optim.zero_grad(set_to_none=True)
                 loss.backward()
                 grad_norm = float(torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.grad_clip))

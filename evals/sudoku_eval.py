@@ -52,11 +52,13 @@ def run_eval(
     progress=None,
     remote=None,
     samples=(1,),
+    baseline=None,
 ) -> dict:
     """`remote`: a `diffreason.client.RemoteEngine` whose servers solve instead of `lm` (then None): model mode on
     the servers' own schedule, no fixed budgets; the classical solver still runs here. `samples`: the K of the
     test-time-compute runs (`sudoku.solve(samples=K)`), reported as their own modes (`model ×K`, `verified ×K`) beside
-    each mode's K = 1 run."""
+    each mode's K = 1 run. `baseline`: an autoregressive baseline (`diffreason.tasks.sudoku_ar`) solving the same
+    puzzles, reported as mode `autoregressive` (its steps: forward passes, one per cell)."""
     if not tiers or not modes:  # (the report's table and plot need one of each)
         raise sudoku.SudokuError(f"the eval needs at least one tier and one mode, got tiers {list(tiers)} and modes "
                                  f"{list(modes)}")
@@ -90,6 +92,11 @@ def run_eval(
         }
     report.update({"n_per_tier": n, "budgets": list(budgets), "samples": sorted(set(samples) | {1}), "seed": seed,
                    "tiers": {}})
+    if baseline is not None:
+        from diffreason.tasks import sudoku_ar
+
+        report["baseline"] = {"model": _display_path(baseline.path), "parameters": sudoku_ar.parameters(baseline.model),
+                              "training_examples": sudoku_ar.training_examples(baseline.path)}
     own = report.pop("own")
     for tier in tiers:
         puzzles = sudoku.generate_set(tier, n, seed=seed)
@@ -129,9 +136,26 @@ def run_eval(
                 entry["modes"][label] = {**_mode_entry(results, elapsed, own), "k": k, "wall_ratio": elapsed / seconds}
                 if progress:
                     progress(f"{tier}/{label}")
+        if baseline is not None:
+            t = time.perf_counter()
+            results = sudoku_ar.solve_ar(baseline, [p.puzzle for p in puzzles])
+            entry["modes"][sudoku_ar.MODE] = {**_mode_entry(results, time.perf_counter() - t, sudoku.CELLS),
+                                              "baseline": True}
+            if progress:
+                progress(f"{tier}/{sudoku_ar.MODE}")
         report["tiers"][tier] = entry
     report["budget"] = own
     return report
+
+
+SAMPLES_NOTE = (
+    "`model ×K` / `verified ×K` = test-time compute with the verifier: up to K chains per puzzle, chain 0 the K = 1 run "
+    "and each other chain the puzzle under a random symmetry (digits relabelled, rows / columns permuted within bands "
+    "/ stacks, bands / stacks permuted, transposed), mapped back; the first grid the verifier accepts is the answer, "
+    "chains run in waves of 1, 1, 2, 4, ... over the puzzles still unsolved, so a puzzle costs only the chains it "
+    "needed; with none accepted, the chains' per-cell vote. Its steps count every chain's; `time × K=1` is its wall "
+    "time against its mode's K = 1 run on the same machine."
+)
 
 
 def _mode_entry(results: list, seconds: float, own: int) -> dict:
@@ -198,13 +222,14 @@ def write_report(report: dict, out_dir: str | Path, command: str) -> list[Path]:
         "budget. Unsolved puzzles either ran out of steps (the sampler never became sure) or stopped early on a "
         "wrong canvas.",
         "",
-        "`model ×K` / `verified ×K` = test-time compute with the verifier: up to K chains per puzzle, chain 0 the K = 1 "
-        "run and each other chain the puzzle under a random symmetry (digits relabelled, rows / columns permuted within "
-        "bands / stacks, bands / stacks permuted, transposed), mapped back; the first grid the verifier accepts is the "
-        "answer, chains run in waves of 1, 1, 2, 4, ... over the puzzles still unsolved, so a puzzle costs only the "
-        "chains it needed; with none accepted, the chains' per-cell vote. Its steps count every chain's; `time × K=1` "
-        "is its wall time against its mode's K = 1 run on the same machine.",
-        "",
+        *([f"`autoregressive` = the baseline `{report['baseline']['model']}`: a causal LM of "
+           f"{report['baseline']['parameters'] / 1e6:.2f}M parameters (the diffusion model's width, depth, experts, "
+           "vocabulary and embedding initialisation), trained on the same puzzle stream"
+           + (f" for {report['baseline']['training_examples']:,} examples" if report['baseline'].get(
+               "training_examples") else "")
+           + ", decoding greedily cell by cell under the same template; its steps are forward passes (one per cell; "
+           "a denoising step is one forward pass too).", ""] if report.get("baseline") else []),
+        *([SAMPLES_NOTE, ""] if len(report.get("samples", [1])) > 1 else []),
         "| tier | givens | mode | solved | "
         + "".join(f"@{b} | " for b in budgets)
         + "unsolved: out of steps / stopped | mean steps | median | p90 | chains | time × K=1 | puzzles/s "
@@ -217,8 +242,8 @@ def write_report(report: dict, out_dir: str | Path, command: str) -> list[Path]:
             lines.append(
                 f"| {tier} | {entry['givens_mean']:.1f} | {mode} | {100 * m['solve_rate']:.1f} % | "
                 + "".join(f"{100 * at[str(b)]:.1f} % | " if str(b) in at else "— | " for b in budgets)
-                + (f"{100 * m['unsolved_ran_out']:.1f} / {100 * m['unsolved_stopped']:.1f} %"
-                   if m.get("k", 1) == 1 else f"voted {100 * m['voted']:.1f} %")
+                + ("—" if m.get("baseline") else f"voted {100 * m['voted']:.1f} %" if m.get("k", 1) > 1
+                   else f"{100 * m['unsolved_ran_out']:.1f} / {100 * m['unsolved_stopped']:.1f} %")
                 + f" | {m['steps_mean']:.1f} | {m['steps_median']:.0f} | {m['steps_p90']:.0f} | "
                 f"{m.get('chains_mean', 1):.2f} | "
                 + (f"{m['wall_ratio']:.2f} | " if "wall_ratio" in m else "1 | ")
@@ -235,7 +260,8 @@ def write_report(report: dict, out_dir: str | Path, command: str) -> list[Path]:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    modes = sorted({m for e in report["tiers"].values() for m in e["modes"] if "×" not in m})
+    modes = sorted({m for e in report["tiers"].values() for m, v in e["modes"].items()
+                    if "×" not in m and not v.get("baseline")})
     fig, axes = plt.subplots(1, len(modes), figsize=(6 * len(modes), 4.2), squeeze=False)
     for ax, mode in zip(axes[0], modes):
         for tier, entry in report["tiers"].items():

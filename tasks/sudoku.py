@@ -443,7 +443,7 @@ def check_vocabulary(lm) -> None:
 
 
 @functools.cache
-def _cell_masks() -> torch.Tensor:
+def cell_masks() -> torch.Tensor:
     """[81, V] bool: mask i allows the nine digit tokens of cell i."""
     import torch
 
@@ -463,7 +463,7 @@ def template(cells: Sequence[int]) -> CanvasTemplate:
     from diffreason.canvas import CanvasTemplate
 
     fixed = torch.full((CELLS,), -1, dtype=torch.long)
-    masks = _cell_masks()
+    masks = cell_masks()
     mask_index = torch.arange(CELLS)
     for i, d in enumerate(cells):
         if d:

@@ -1,0 +1,234 @@
+"""The autoregressive baseline for Sudoku: what the bidirectional canvas buys, at equal size and data.
+
+A causal LM from transformers (`Gemma4ForCausalLM`) with the diffusion model's width, depth, heads, experts,
+vocabulary and embedding initialisation (`AR_CONFIG` maps a `sudoku.MODEL_PRESETS` entry onto it); it lacks only
+the diffusion decoder's self-conditioning block. It reads the puzzle, then writes the grid cell by cell:
+
+    [BOS] p_0 ... p_80  s_0 ... s_80        p_i: the given's token `r{r}c{c}#{d}`, or UNK for a blank
+                                            s_i: cell i's token (a given's token again, or `r{r}c{c}={d}`)
+
+Training (`ar_batches`, `ar_loss`): the same `SudokuStream` (same grids, symmetries, blank curriculum and seed) as
+the diffusion model's `sft_batches`, teacher-forced cross-entropy on the blank cells' tokens, through the same
+`diffreason.train.train` loop (AdamW, warmup + cosine, checkpoints, resume). Decoding (`solve_ar`): greedy, row-major,
+constrained by the same template as the diffusion model — a given cell writes its given, a blank only its own nine
+digits — with a KV cache: one forward pass per cell (81), reported as its steps.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from diffreason.errors import DiffreasonError, ModelLoadError
+from diffreason.tasks import sudoku as S
+
+UNK_ID = 3  # `diffreason.tokenizer.SPECIAL_TOKENS`: pad, eos, bos, unk, ...
+PROMPT_LEN = 1 + S.CELLS  # BOS + the puzzle
+AR_SLIDING_WINDOW = 2 * PROMPT_LEN  # every layer sees the whole puzzle and what it wrote (the diffusion canvas: 81)
+MODE = "autoregressive"
+
+
+@dataclass
+class ARSudoku:
+    """A loaded baseline: the transformers model and the Sudoku tokenizer (`save` writes an HF directory)."""
+
+    model: torch.nn.Module
+    tokenizer: object
+    path: Path | None = None
+
+    @property
+    def device(self) -> torch.device:
+        return next(self.model.parameters()).device
+
+    def save(self, path: str | Path) -> Path:
+        path = Path(path)
+        tmp = path.with_name(path.name + ".tmp")
+        self.model.save_pretrained(tmp)
+        self.tokenizer.save_pretrained(tmp)
+        if path.exists():
+            import shutil
+
+            shutil.rmtree(path)
+        tmp.replace(path)
+        return path
+
+
+def ar_config(preset: str):
+    """The Gemma4TextConfig of the baseline for a Sudoku preset: the diffusion model's text config, made causal."""
+    from transformers import Gemma4TextConfig
+
+    if preset not in S.MODEL_PRESETS:
+        raise S.SudokuError(f"unknown Sudoku model preset {preset!r}; choose one of {', '.join(S.MODEL_PRESETS)}")
+    text = S.build_sudoku_model(preset).config.text_config.to_dict()
+    for key in ("model_type", "architectures", "transformers_version"):
+        text.pop(key, None)
+    return Gemma4TextConfig(**{
+        **text,
+        "sliding_window": AR_SLIDING_WINDOW,
+        "enable_moe_block": True,  # the diffusion layers' experts (num_experts, top_k_experts)
+        "hidden_size_per_layer_input": 0,  # no per-layer input embeddings (the diffusion model has none)
+        "max_position_embeddings": 2 * PROMPT_LEN,
+    })
+
+
+def build_ar_model(preset: str = "sudoku-small", seed: int = 0) -> ARSudoku:
+    from transformers import Gemma4ForCausalLM
+
+    config = ar_config(preset)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        model = Gemma4ForCausalLM(config)
+    embed = model.get_input_embeddings()
+    with torch.no_grad():
+        embed.weight.copy_(S.structured_embeddings(embed.weight.shape[1], torch.Generator().manual_seed(seed)))
+    model.eval()
+    return ARSudoku(model=model, tokenizer=S.make_tokenizer())
+
+
+def load_ar_model(path: str | Path) -> ARSudoku:
+    from transformers import AutoTokenizer, Gemma4ForCausalLM
+
+    path = Path(path)
+    if not (path / "config.json").is_file():
+        raise ModelLoadError(f"{str(path)!r} is not a checkpoint directory (no config.json)")
+    try:
+        config = json.loads((path / "config.json").read_text())
+        if config.get("model_type") != "gemma4_text":
+            raise ModelLoadError(f"{str(path)!r} is not an autoregressive Sudoku baseline (model_type "
+                                 f"{config.get('model_type')!r})")
+        model = Gemma4ForCausalLM.from_pretrained(path, dtype=torch.float32)
+        tokenizer = AutoTokenizer.from_pretrained(path)
+    except (OSError, ValueError) as exc:
+        raise ModelLoadError(f"cannot load {str(path)!r}: {exc}") from None
+    if tokenizer.get_vocab() != S.make_tokenizer().get_vocab():
+        raise ModelLoadError(f"{str(path)!r} is not a Sudoku model (its vocabulary differs)")
+    model.eval()
+    return ARSudoku(model=model, tokenizer=tokenizer, path=path)
+
+
+def parameters(model: torch.nn.Module) -> int:
+    return sum(p.numel() for p in model.parameters())
+
+
+def training_examples(model_dir: Path | None) -> int | None:
+    """Examples a baseline trained on, from its run's log (RUN/log.jsonl beside RUN/model); None when unknown."""
+    if model_dir is None:
+        return None
+    run = Path(model_dir).parent
+    try:
+        config = json.loads((run / "train_config.json").read_text())
+        last = (run / "log.jsonl").read_text().strip().splitlines()[-1]
+        return int(json.loads(last)["step"]) * int(config["batch_size"])
+    except (OSError, ValueError, KeyError, IndexError):
+        return None
+
+
+# ---- data -------------------------------------------------------------------------------------------------------
+
+def prompt_tokens(puzzles: torch.Tensor) -> torch.Tensor:
+    """[B, 81] digits (0 = blank) → [B, 82]: BOS, then per cell its given's token or UNK."""
+    cells = torch.arange(S.CELLS, device=puzzles.device)
+    given = S.GIVEN_BASE + 9 * cells + puzzles - 1
+    body = torch.where(puzzles > 0, given, torch.full_like(puzzles, UNK_ID))
+    bos = torch.full((len(puzzles), 1), S.BOS_ID, dtype=torch.long, device=puzzles.device)
+    return torch.cat([bos, body], 1)
+
+
+@dataclass
+class ARBatch:
+    input_ids: torch.Tensor  # [B, 163] BOS, puzzle, solution
+    labels: torch.Tensor  # [B, 163] the solution's blank cells' tokens, -100 elsewhere (transformers shifts them)
+
+    def to(self, device) -> "ARBatch":
+        return ARBatch(self.input_ids.to(device), self.labels.to(device))
+
+
+def ar_batches(stream: S.SudokuStream, curriculum: bool = True, device="cpu"):
+    """Batches for `diffreason.train.train` from the diffusion model's stream (same grids, symmetries, blanks)."""
+
+    def make(size: int, progress: float) -> ARBatch:
+        solutions, blanks = stream.batch(size, progress if curriculum else 1.0)
+        cells = torch.arange(S.CELLS)
+        target = torch.where(blanks, S.FREE_BASE + 9 * cells + solutions - 1, S.GIVEN_BASE + 9 * cells + solutions - 1)
+        puzzles = torch.where(blanks, torch.zeros_like(solutions), solutions)
+        input_ids = torch.cat([prompt_tokens(puzzles), target], 1)
+        labels = torch.full_like(input_ids, -100)
+        labels[:, PROMPT_LEN:] = torch.where(blanks, target, torch.full_like(target, -100))
+        return ARBatch(input_ids, labels).to(device)
+
+    return make
+
+
+def ar_loss(model, batch: ARBatch, cfg, generator) -> tuple[torch.Tensor, dict]:
+    """Teacher-forced next-token cross-entropy on the blank cells (`diffreason.train.train`'s loss hook)."""
+    with torch.autocast(batch.input_ids.device.type, dtype=torch.bfloat16, enabled=cfg.precision == "bf16"):
+        out = model(input_ids=batch.input_ids, labels=batch.labels)
+    return out.loss.float(), {}
+
+
+# ---- decoding ---------------------------------------------------------------------------------------------------
+
+@torch.inference_mode()
+def solve_ar(ar: ARSudoku, puzzles: Sequence[Sequence[int] | str], batch_size: int = 64) -> list[S.SolveResult]:
+    """Greedy row-major decoding under the template (a given writes itself, a blank one of its nine digits);
+    `steps` = forward passes (one per cell)."""
+    grids = [S.parse(p) if isinstance(p, str) else list(p) for p in puzzles]
+    masks = S.cell_masks()  # [81, V]: cell i's nine free tokens
+    device = ar.device
+    results = []
+    for start in range(0, len(grids), batch_size):
+        chunk = torch.tensor(grids[start : start + batch_size], dtype=torch.long, device=device)
+        t = time.perf_counter()
+        cells = torch.arange(S.CELLS, device=device)
+        given = S.GIVEN_BASE + 9 * cells + chunk - 1  # [B, 81] (meaningless where blank)
+        out = _decode(ar.model, prompt_tokens(chunk), chunk > 0, given, masks.to(device))
+        seconds = (time.perf_counter() - t) / len(chunk)
+        for g, tokens in zip(grids[start : start + batch_size], out.tolist()):
+            cells_out = S.decode(tokens)
+            results.append(S.SolveResult(
+                puzzle=S.to_string(g), solution=None if cells_out is None else "".join(map(str, cells_out)),
+                solved=S.verify(g, cells_out), steps=S.CELLS, mode=MODE, seconds=seconds))
+    return results
+
+
+def _decode(model, prompt: torch.Tensor, is_given: torch.Tensor, given: torch.Tensor, masks: torch.Tensor):
+    """[B, 81] tokens: the prompt [B, 82] encoded once, then one cell per forward pass through the KV cache."""
+    from transformers import DynamicCache
+
+    cache = DynamicCache(config=model.config)
+    logits = model(input_ids=prompt, past_key_values=cache, use_cache=True).logits[:, -1]
+    written = []
+    for i in range(S.CELLS):
+        free = logits.float().masked_fill(~masks[i], float("-inf")).argmax(-1)
+        token = torch.where(is_given[:, i], given[:, i], free)
+        written.append(token)
+        if i + 1 < S.CELLS:
+            logits = model(input_ids=token[:, None], past_key_values=cache, use_cache=True).logits[:, -1]
+    return torch.stack(written, 1)
+
+
+def heldout_evaluator(n: int = 48, tier: str = "medium"):
+    """The diffusion trainer's held-out set (generator seed 999), solved by the baseline, for training logs."""
+    puzzles = S.generate_set(tier, n, seed=999)
+
+    def evaluate(ar: ARSudoku) -> dict:
+        results = solve_ar(ar, [p.puzzle for p in puzzles])
+        return {f"{tier}_solved": sum(r.solved for r in results) / len(results)}
+
+    return evaluate
+
+
+def resume_or_build_ar(run_dir: str | Path, preset: str, seed: int) -> ARSudoku:
+    """The run's baseline if it has one (the trainer state then overwrites its weights), else a new one."""
+    model_dir = Path(run_dir) / "model"
+    if (model_dir / "config.json").is_file():
+        try:
+            return load_ar_model(model_dir)
+        except ModelLoadError as exc:
+            raise DiffreasonError(f"--run-dir {str(run_dir)!r} holds another model: {exc}") from None
+    return build_ar_model(preset, seed)
