@@ -912,11 +912,37 @@ def _stdout_is_terminal() -> bool:
     return sys.stdout is not None and sys.stdout.isatty()
 
 
+def _puzzle_sets(spec: str, n: int) -> dict[str, list[list[int]]]:
+    """--puzzles: each file's first `n` answerable puzzles, named by the file's stem; a puzzle that cannot be read or
+    has no solution is a warning line (the others are evaluated); a file with none is an error."""
+    from diffreason.tasks import sudoku
+
+    sets: dict[str, list[list[int]]] = {}
+    for name in [f.strip() for f in spec.split(",") if f.strip()]:
+        path = Path(name)
+        entries, source = sudoku.read_puzzle_input(None, path, option="--puzzles")
+        counts = sudoku.count_solutions(entries)
+        good = [e.cells for i, e in enumerate(entries) if e.error is None and counts.get(i) != 0][:n]
+        bad = [e for e in entries if e.error is not None]
+        for e in bad[:5]:
+            _stderr_line(f"warning: {_where(source, e)}{e.error} (skipped)")
+        if len(bad) > 5:
+            _stderr_line(f"warning: {source}: {len(bad) - 5} more puzzles skipped")
+        if not good:
+            raise DiffreasonError(f"--puzzles {name!r} holds no puzzle that can be answered")
+        key = path.stem
+        while key in sets:
+            key += "'"
+        sets[key] = good
+    return sets
+
+
 @eval_app.command("sudoku")
 def eval_sudoku(
     model: Path = typer.Option(None, "--model", "-m", help="Sudoku checkpoint (default: the embedded one)"),
     n: int = typer.Option(100, "--n", help=f"puzzles per tier, 1 to {MAX_EVAL_PUZZLES}"),
-    tiers: str = typer.Option("easy,medium,hard,extreme", "--tiers"),
+    tiers: str = typer.Option("easy,medium,hard,extreme,diabolical", "--tiers", help="generated tiers to evaluate "
+                              "(comma-separated; empty with --puzzles: the files only)"),
     modes: str = typer.Option(None, "--modes", help="model,verified (with --endpoint: model)"),
     budgets: str = typer.Option(None, "--budgets", help="fixed step budgets, each a run whose schedule spans it, "
                                 f"each 1 to {MAX_DENOISING_STEPS}; default 12,24,48 (the headline run uses the "
@@ -925,6 +951,9 @@ def eval_sudoku(
     samples: str = typer.Option("1", "--samples", help="test-time compute: the K values to run besides K = 1, "
                                 "comma-separated (e.g. 1,2,4,8,16), each reported as its own mode (model ×K, "
                                 "verified ×K)"),
+    puzzle_files: str = typer.Option(None, "--puzzles", help="puzzle files, comma-separated, each evaluated as a set "
+                                     "of its own (named by its file name; at most --n puzzles each): one per line or "
+                                     "9-line grids, '.' or '0' blanks, comments and trailing notes skipped"),
     baseline: Path = typer.Option(None, "--baseline", help="an autoregressive baseline (`train sudoku-ar`'s "
                                   "RUN/model) solving the same puzzles, reported as mode autoregressive"),
     out: Path = typer.Option(Path("evals/reports"), "--out", help="report directory"),
@@ -946,8 +975,9 @@ def eval_sudoku(
     budgets = budgets if budgets is not None else ("" if endpoint else "12,24,48")
     tier_list = list(dict.fromkeys(t.strip() for t in tiers.split(",") if t.strip()))
     mode_list = list(dict.fromkeys(m.strip() for m in modes.split(",") if m.strip()))
-    if not tier_list:
-        raise DiffreasonError(f"--tiers names no tier; give some of {', '.join(sudoku.TIERS)}")
+    puzzle_sets = _puzzle_sets(puzzle_files, n) if puzzle_files else {}
+    if not tier_list and not puzzle_sets:
+        raise DiffreasonError(f"--tiers names no tier; give some of {', '.join(sudoku.TIERS)} (or --puzzles FILE)")
     if not mode_list:
         raise DiffreasonError(f"--modes names no mode; give some of {', '.join(sudoku.MODES)}")
     bad = [t for t in tier_list if t not in sudoku.TIERS] + [m for m in mode_list if m not in sudoku.MODES]
@@ -993,7 +1023,7 @@ def eval_sudoku(
         ar = load_ar_model(baseline)
         ar.model.to(device if remote is None else "cpu")
     report = run_eval(lm, tier_list, n, mode_list, budget_list, seed, progress=lambda s: err_console.print(f"done {s}"),
-                      remote=remote, samples=sample_list, baseline=ar)
+                      remote=remote, samples=sample_list, baseline=ar, puzzle_sets=puzzle_sets)
     command = "diffreason eval sudoku " + " ".join(sys.argv[3:]) if len(sys.argv) > 3 else "diffreason eval sudoku"
     try:
         paths = write_report(report, out, command)

@@ -53,13 +53,15 @@ def run_eval(
     remote=None,
     samples=(1,),
     baseline=None,
+    puzzle_sets: dict[str, list[list[int]]] | None = None,
 ) -> dict:
     """`remote`: a `diffreason.client.RemoteEngine` whose servers solve instead of `lm` (then None): model mode on
     the servers' own schedule, no fixed budgets; the classical solver still runs here. `samples`: the K of the
     test-time-compute runs (`sudoku.solve(samples=K)`), reported as their own modes (`model ×K`, `verified ×K`) beside
     each mode's K = 1 run. `baseline`: an autoregressive baseline (`diffreason.tasks.sudoku_ar`) solving the same
-    puzzles, reported as mode `autoregressive` (its steps: forward passes, one per cell)."""
-    if not tiers or not modes:  # (the report's table and plot need one of each)
+    puzzles, reported as mode `autoregressive` (its steps: forward passes, one per cell). `puzzle_sets`: named
+    collections (e.g. read from files) evaluated after the generator's tiers, each as a tier of its own."""
+    if not (tiers or puzzle_sets) or not modes:  # (the report's table and plot need one of each)
         raise sudoku.SudokuError(f"the eval needs at least one tier and one mode, got tiers {list(tiers)} and modes "
                                  f"{list(modes)}")
     if remote is not None:
@@ -98,15 +100,21 @@ def run_eval(
         report["baseline"] = {"model": _display_path(baseline.path), "parameters": sudoku_ar.parameters(baseline.model),
                               "training_examples": sudoku_ar.training_examples(baseline.path)}
     own = report.pop("own")
-    for tier in tiers:
-        puzzles = sudoku.generate_set(tier, n, seed=seed)
+    sets = [(tier, "generator", None) for tier in tiers] + [(name, "file", grids) for name, grids in
+                                                            (puzzle_sets or {}).items()]
+    for tier, source, grids in sets:
+        if grids is None:
+            grids = [p.puzzle for p in sudoku.generate_set(tier, n, seed=seed)]
+        if progress:
+            progress(f"{tier}: {len(grids)} puzzles ({source})")
         t = time.perf_counter()
-        for p in puzzles:
-            sudoku.solve_exact(p.puzzle, limit=1)
-        classical = (time.perf_counter() - t) / n
+        for g in grids:
+            sudoku.solve_exact(g, limit=1)
+        classical = (time.perf_counter() - t) / len(grids)
         entry = {
-            "givens_mean": statistics.mean(p.givens for p in puzzles),
-            "search_guesses_mean": statistics.mean(p.guesses for p in puzzles),
+            "source": source,
+            "n": len(grids),
+            **difficulty_summary(grids),
             "classical_seconds_per_puzzle": classical,
             "modes": {},
         }
@@ -114,7 +122,7 @@ def run_eval(
             by_budget = {}
             for budget in sorted(set(budgets) | {own}) if remote is None else [own]:
                 t = time.perf_counter()
-                results = sudoku.solve(lm, [p.puzzle for p in puzzles], mode=mode, seed=seed,
+                results = sudoku.solve(lm, grids, mode=mode, seed=seed,
                                        max_steps=budget if remote is None else None, engine=remote)
                 seconds = time.perf_counter() - t
                 by_budget[budget] = (results, seconds)
@@ -125,12 +133,12 @@ def run_eval(
                 own = max(r.steps for r in results)
             entry["modes"][mode] = _mode_entry(results, seconds, own)
             entry["modes"][mode]["solve_rate_at_budget"] = {
-                str(b): sum(r.solved for r in by_budget[b][0]) / n for b in sorted(budgets)}
+                str(b): sum(r.solved for r in by_budget[b][0]) / len(grids) for b in sorted(budgets)}
             for k in samples:
                 if k == 1:
                     continue
                 t = time.perf_counter()
-                results = sudoku.solve(lm, [p.puzzle for p in puzzles], mode=mode, seed=seed, samples=k)
+                results = sudoku.solve(lm, grids, mode=mode, seed=seed, samples=k)
                 elapsed = time.perf_counter() - t
                 label = sudoku.mode_label(mode, k)
                 entry["modes"][label] = {**_mode_entry(results, elapsed, own), "k": k, "wall_ratio": elapsed / seconds}
@@ -138,7 +146,7 @@ def run_eval(
                     progress(f"{tier}/{label}")
         if baseline is not None:
             t = time.perf_counter()
-            results = sudoku_ar.solve_ar(baseline, [p.puzzle for p in puzzles])
+            results = sudoku_ar.solve_ar(baseline, grids)
             entry["modes"][sudoku_ar.MODE] = {**_mode_entry(results, time.perf_counter() - t, sudoku.CELLS),
                                               "baseline": True}
             if progress:
@@ -146,6 +154,20 @@ def run_eval(
         report["tiers"][tier] = entry
     report["budget"] = own
     return report
+
+
+def difficulty_summary(grids: list[list[int]]) -> dict:
+    """What solving a set takes (`sudoku.difficulty`): givens, the share singles alone solve, search guesses after
+    singles (mean, median, p90)."""
+    rated = [sudoku.difficulty(g) for g in grids]
+    guesses = [r.guesses for r in rated]
+    return {
+        "givens_mean": statistics.mean(r.givens for r in rated),
+        "singles_solved": sum(r.singles for r in rated) / len(rated),
+        "guesses_mean": statistics.mean(guesses),
+        "guesses_median": statistics.median(guesses),
+        "guesses_p90": _percentile(guesses, 0.9),
+    }
 
 
 SAMPLES_NOTE = (
@@ -210,7 +232,8 @@ def write_report(report: dict, out_dir: str | Path, command: str) -> list[Path]:
         f"Command: `{command}`  ",
         f"Model: `{report['model']}`"
         + (f" ({report['parameters'] / 1e6:.2f}M parameters)" if report.get("parameters") else " (served)")
-        + f"; {report['n_per_tier']} fresh puzzles per tier (generator seed {report['seed']}); {report['machine']}.",
+        + f"; up to {report['n_per_tier']} puzzles per set (generated tiers: fresh, generator seed {report['seed']}; "
+        "files: their first ones); " + f"{report['machine']}.",
         "",
         ("Sampler (the checkpoint's generation_config): "
          + ", ".join(f"{k} {v}" for k, v in report.get("sampler", {}).items()) + "."
@@ -249,6 +272,15 @@ def write_report(report: dict, out_dir: str | Path, command: str) -> list[Path]:
                 + (f"{m['wall_ratio']:.2f} | " if "wall_ratio" in m else "1 | ")
                 + f"{m['puzzles_per_second']:.1f} | {1e3 * entry['classical_seconds_per_puzzle']:.1f} ms |"
             )
+    lines += ["", "Difficulty of each set (`sudoku.difficulty`: naked and hidden singles first, then the exact solver's "
+                  "search guesses on what they leave; the public hard collections need hundreds):", "",
+              "| set | source | puzzles | givens | solved by singles | guesses after singles: mean / median / p90 |",
+              "|---|---|---|---|---|---|"]
+    for tier, entry in report["tiers"].items():
+        if "singles_solved" in entry:
+            lines.append(f"| {tier} | {entry.get('source', 'generator')} | {entry.get('n', report['n_per_tier'])} | "
+                         f"{entry['givens_mean']:.1f} | {100 * entry['singles_solved']:.0f} % | "
+                         f"{entry['guesses_mean']:.1f} / {entry['guesses_median']:.0f} / {entry['guesses_p90']:.0f} |")
     lines += ["", "![solve rate vs steps](sudoku.png)", ""]
     if len(report.get("samples", [1])) > 1:
         lines += ["![solve rate vs chains and vs total steps](sudoku_samples.png)", ""]

@@ -97,7 +97,8 @@ def read_puzzles(data: bytes | str) -> list[PuzzleEntry]:
 
     A puzzle is one line of 81 cells, or a 9-line grid: nine consecutive rows of 9 cells, with box separators (`|`,
     `------+-------+------` rows) allowed. Blank lines separate grids. A line whose first non-blank character is `#`
-    is a comment and `# ...` after a puzzle is stripped. Bytes are read as UTF-8 line by line (a line that is not
+    is a comment and `# ...` after a puzzle is stripped; a line that holds more than a puzzle (a trailing `// note`,
+    a rating, CSV fields) reads its first run of 81 cells (digits and `.`). Bytes are read as UTF-8 line by line (a line that is not
     UTF-8 is an entry with an error; a byte order mark is dropped); lines end at \n, \r\n or \r.
     """
     if isinstance(data, str):  # (as bytes, so that lines end where they do in bytes: not at \f or \x1c)
@@ -137,9 +138,15 @@ def read_puzzles(data: bytes | str) -> list[PuzzleEntry]:
             continue
         else:
             close_grid()
-            entries.append(_entry(n, line))
+            token = _PUZZLE_TOKEN.search(line)  # a puzzle followed or preceded by other fields, as in CSV files
+            entries.append(_entry(n, token.group() if token and cells > CELLS else line))
     close_grid()
     return entries
+
+
+# 81 cells written together, delimited by anything but cells: the puzzle of a line that holds more (a trailing
+# comment or rating, CSV fields: the first such run, a CSV's question before its answer)
+_PUZZLE_TOKEN = re.compile(r"(?<![0-9.])[0-9.]{81}(?![0-9.])")
 
 
 def _entry(line: int, text: str) -> PuzzleEntry:
@@ -149,7 +156,8 @@ def _entry(line: int, text: str) -> PuzzleEntry:
         return PuzzleEntry(line, text, error=str(exc))
 
 
-def read_puzzle_input(puzzle: str | None, file: Path | None) -> tuple[list[PuzzleEntry], str | None]:
+def read_puzzle_input(puzzle: str | None, file: Path | None, option: str = "--file"
+                      ) -> tuple[list[PuzzleEntry], str | None]:
     """(the puzzles given, where they come from: the file's name, 'stdin', or None for `puzzle`) — the command line's
     PUZZLE argument, its --file, or else stdin (the messages name them so).
 
@@ -163,13 +171,13 @@ def read_puzzle_input(puzzle: str | None, file: Path | None) -> tuple[list[Puzzl
     if file is not None:
         source = str(file)
         if not file.exists():
-            raise DiffreasonError(f"--file {source!r} does not exist")
+            raise DiffreasonError(f"{option} {source!r} does not exist")
         if file.is_dir():
-            raise DiffreasonError(f"--file {source!r} is a directory; give a file of puzzles")
+            raise DiffreasonError(f"{option} {source!r} is a directory; give a file of puzzles")
         try:
             data = file.read_bytes()
         except OSError as exc:
-            raise DiffreasonError(f"cannot read --file {source!r}: {exc.strerror or exc}") from None
+            raise DiffreasonError(f"cannot read {option} {source!r}: {exc.strerror or exc}") from None
     else:
         source, stdin = "stdin", sys.stdin
         try:
@@ -322,6 +330,63 @@ def rating(cells: Sequence[int]) -> int:
     return solve_exact(cells, limit=1)[1].guesses
 
 
+UNITS_OF = [[u for u, unit in enumerate(UNITS) if i in unit] for i in range(CELLS)]
+
+
+@dataclass
+class Difficulty:
+    """What a solver needs for a puzzle: naked and hidden singles first (the placements a person makes by looking),
+    then search. `singles`: singles alone solve it; `guesses`: the exact solver's guesses on what singles leave."""
+
+    givens: int
+    naked: int  # placements by naked singles (a cell with one candidate)
+    hidden: int  # placements by hidden singles (a digit with one place in a row, column or box)
+    singles: bool
+    guesses: int
+
+
+def difficulty(cells: Sequence[int]) -> Difficulty:
+    """Rate a puzzle (assumed consistent): apply naked and hidden singles until neither places a digit, then count
+    the exact solver's search guesses on the rest (0 when singles solved it)."""
+    grid = list(cells)
+    naked = hidden = 0
+    while True:
+        cand = _candidates(grid)
+        placed = False
+        for i in range(CELLS):  # naked singles
+            if not grid[i] and cand[i].bit_count() == 1:
+                grid[i] = cand[i].bit_length() - 1
+                naked += 1
+                placed = True
+        if placed:
+            continue
+        for unit in UNITS:  # hidden singles
+            for d in range(1, 10):
+                where = [i for i in unit if not grid[i] and cand[i] >> d & 1]
+                if len(where) == 1 and d not in (grid[i] for i in unit):
+                    grid[where[0]] = d
+                    hidden += 1
+                    placed = True
+                    break
+            if placed:
+                break
+        if not placed:
+            break
+    solved = all(grid)
+    guesses = 0 if solved else solve_exact(grid, limit=1)[1].guesses
+    return Difficulty(sum(1 for c in cells if c), naked, hidden, solved, guesses)
+
+
+def _candidates(grid: Sequence[int]) -> list[int]:
+    """Per cell a bitmask of the digits (bit d) its row, column and box still allow (0 for a filled cell)."""
+    used = [0] * len(UNITS)
+    for u, unit in enumerate(UNITS):
+        for i in unit:
+            if grid[i]:
+                used[u] |= 1 << grid[i]
+    return [0 if grid[i] else ~(used[a] | used[b] | used[c]) & 0x3FE for i, (a, b, c) in enumerate(UNITS_OF)]
+
+
 def random_grid(rng: random.Random) -> list[int]:
     return solve_exact([0] * CELLS, limit=1, rng=rng)[0][0]
 
@@ -334,10 +399,14 @@ TIERS: dict[str, tuple[int, int, int, int]] = {
     "medium": (30, 35, 0, 10**9),
     "hard": (25, 29, 1, 10**9),
     "extreme": (17, 27, 3, 10**9),
+    # minimal puzzles that naked and hidden singles do not crack and whose rest needs DIABOLICAL_GUESSES search
+    # guesses or more: as hard as the public hard collections (top95: median 197 after singles; extreme: 2.5)
+    "diabolical": (17, 27, 3, 10**9),
 }
+DIABOLICAL_GUESSES = 100
 
 # The mix of tiers in a training stream's pool of uniquely solvable puzzles (`SudokuStream(puzzle_fraction=...)`).
-TRAINING_TIERS = {"medium": 0.2, "hard": 0.5, "extreme": 0.3}
+TRAINING_TIERS = {"medium": 0.2, "hard": 0.45, "extreme": 0.25, "diabolical": 0.1}
 
 
 @dataclass
@@ -361,7 +430,7 @@ def generate(tier: str, seed: int) -> Puzzle:
     while True:
         solution = random_grid(rng)
         puzzle = list(solution)
-        target = lo if tier == "extreme" else rng.randint(lo, hi)
+        target = lo if tier in ("extreme", "diabolical") else rng.randint(lo, hi)
         order = list(range(CELLS))
         rng.shuffle(order)
         givens = CELLS
@@ -377,8 +446,13 @@ def generate(tier: str, seed: int) -> Puzzle:
         if not lo <= givens <= hi:
             continue
         guesses = rating(puzzle)
-        if min_guesses <= guesses <= max_guesses:
-            return Puzzle(puzzle, solution, tier, guesses)
+        if not min_guesses <= guesses <= max_guesses:
+            continue
+        if tier == "diabolical":  # (about 1 minimal puzzle in 80 qualifies: ~4 s each)
+            rated = difficulty(puzzle)
+            if rated.singles or rated.guesses < DIABOLICAL_GUESSES:
+                continue
+        return Puzzle(puzzle, solution, tier, guesses)
 
 
 def generate_set(tier: str, n: int, seed: int = 0) -> list[Puzzle]:

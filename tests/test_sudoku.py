@@ -84,11 +84,31 @@ def test_generator_tiers(tier):
     assert S.generate(tier, 8).puzzle != a.puzzle
     assert S.solution_count(a.puzzle) == 1 and S.verify(a.puzzle, a.solution)
     assert lo <= a.givens <= hi and min_guesses <= a.guesses <= max_guesses
-    if tier == "extreme":  # minimal: removing any given breaks uniqueness
+    rated = S.difficulty(a.puzzle)
+    assert rated.givens == a.givens and (rated.singles or rated.guesses > 0)
+    if tier == "diabolical":  # as hard as the public hard collections: singles do not crack it, search does
+        assert not rated.singles and rated.guesses >= S.DIABOLICAL_GUESSES
+    if tier in ("extreme", "diabolical"):  # minimal: removing any given breaks uniqueness
         for i in [i for i, d in enumerate(a.puzzle) if d][:10]:
             p = list(a.puzzle)
             p[i] = 0
             assert S.solution_count(p) == 2
+
+
+def test_difficulty_counts_singles_then_search():
+    easy = S.generate("easy", 3)
+    rated = S.difficulty(easy.puzzle)
+    assert rated.singles and rated.guesses == 0 and rated.naked + rated.hidden == 81 - easy.givens
+    # a naked single: the last blank of a solved grid
+    grid = list(easy.solution)
+    grid[40] = 0
+    assert S.difficulty(grid) == S.Difficulty(80, 1, 0, True, 0)
+    rated = [S.difficulty(p.puzzle) for p in S.generate_set("hard", 12, seed=3)]
+    assert any(r.hidden > 0 for r in rated)  # hidden singles place digits naked ones cannot
+    assert all(r.naked + r.hidden == 81 - r.givens for r in rated if r.singles)
+    public = S.parse("4.....8.5.3..........7......2.....6.....8.4......1.......6.3.7.5..2.....1.4......")  # top95 #1
+    hard = S.difficulty(public)
+    assert not hard.singles and hard.guesses > 10  # (a published hard puzzle: singles stall, search needs guesses)
 
 
 def test_template_and_tokens():
@@ -545,6 +565,40 @@ def test_read_puzzles_keeps_every_puzzle_with_its_line_and_each_error():
     assert "grid has 1 row" in errors[1][1]
     assert "contradictory givens: 1 at r1c1 and r1c2" in errors[2][1]
     assert "invalid character(s) 'x'" in errors[3][1]
+
+
+def test_read_puzzles_takes_the_puzzle_out_of_a_line_with_notes_or_csv_fields():
+    a, b = (S.generate("hard", k) for k in range(2))
+    dotted = S.to_string(a.puzzle).replace("0", ".")
+    text = "\n".join([
+        f"{dotted} // from a forum list",
+        f"{S.to_string(b.puzzle)}  3.2",  # a trailing rating
+        "source,question,answer,rating",  # a CSV header: an entry with an error, nothing else lost
+        f"forum,{dotted},{''.join(map(str, a.solution))},7",  # the question, not the answer
+    ])
+    entries = S.read_puzzles(text)
+    assert [e.cells for e in entries] == [a.puzzle, b.puzzle, None, a.puzzle]
+    assert "invalid character(s)" in entries[2].error
+
+
+def test_cli_eval_reads_puzzle_files_as_sets_with_their_difficulty(tmp_path):
+    puzzles = [S.generate("hard", k).puzzle for k in range(3)]
+    f = tmp_path / "my-set.txt"
+    f.write_text("# three hard puzzles and a bad line\n" + "\n".join(S.to_string(p) for p in puzzles)
+                 + "\n11" + "." * 79 + "\n")
+    p = run_cli("eval", "sudoku", "--tiers", "", "--puzzles", str(f), "--n", "2", "--modes", "model", "--budgets", "",
+                "--out", str(tmp_path / "out"))
+    assert p.returncode == 0, p.stderr
+    assert "line 5: contradictory givens" in p.stderr and "(skipped)" in p.stderr
+    report = json.loads((tmp_path / "out" / "sudoku.json").read_text())
+    entry = report["tiers"]["my-set"]
+    assert entry["source"] == "file" and entry["n"] == 2  # the first --n answerable puzzles
+    rated = [S.difficulty(x) for x in puzzles[:2]]
+    assert entry["singles_solved"] == sum(r.singles for r in rated) / 2
+    assert entry["guesses_median"] == sorted(r.guesses for r in rated)[0] / 2 + sorted(r.guesses for r in rated)[1] / 2
+    assert "| my-set | file | 2 |" in (tmp_path / "out" / "sudoku.md").read_text()
+    missing = run_cli("eval", "sudoku", "--puzzles", str(tmp_path / "nope.txt"), "--out", str(tmp_path / "o2"))
+    assert missing.returncode == 2 and "--puzzles" in missing.stderr and "does not exist" in missing.stderr
 
 
 def test_read_puzzles_reads_bytes_line_by_line():
