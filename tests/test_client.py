@@ -225,6 +225,7 @@ def test_eval_json_on_an_endpoint_validates_the_servers_outputs(json_server, tmp
     remote = cli(*args, "--endpoint", json_server, "--out", str(tmp_path / "r"))
     assert remote.returncode == 0, remote.stderr
     local = cli(*args, "--out", str(tmp_path / "l"))
+    assert local.returncode == 0, local.stderr
     r, loc = (json.loads((tmp_path / d / "json.json").read_text()) for d in ("r", "l"))
     counts = ("schemas", "compiled", "valid", "invalid", "unjudged")
     assert r["total"]["valid"] == 4 and [r["total"].get(k) for k in counts] == [loc["total"].get(k) for k in counts]
