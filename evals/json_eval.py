@@ -204,7 +204,8 @@ def _run_eval(files, tokenizer, model, fillings: int, seed: int, progress, compi
         compile_schema(schema, tokenizer)  # the same schema again: what a server pays per repeated request
         warm_us_per_pos.append(1e6 * (time.thread_time() - t) / max(1, len(compiled.template)))
         references = [test["data"] for test in data.get("tests", []) if test.get("valid")]
-        if references and (model is not None or remote is not None):  # the baseline a model's values must beat: random fillings
+        # the baseline a model's values must beat: random fillings
+        if references and (model is not None or remote is not None):
             with contextlib.suppress(ValueError):  # an unparsable filling is counted below, as an invalid output
                 if (score := plausibility(_random_value(compiled, tokenizer, seed), references)) is not None:
                     plausible_random.append(score)

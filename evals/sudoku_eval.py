@@ -171,12 +171,12 @@ def difficulty_summary(grids: list[list[int]]) -> dict:
 
 
 SAMPLES_NOTE = (
-    "`model ×K` / `verified ×K` = test-time compute with the verifier: up to K chains per puzzle, chain 0 the K = 1 run "
-    "and each other chain the puzzle under a random symmetry (digits relabelled, rows / columns permuted within bands "
-    "/ stacks, bands / stacks permuted, transposed), mapped back; the first grid the verifier accepts is the answer, "
-    "chains run in waves of 1, 1, 2, 4, ... over the puzzles still unsolved, so a puzzle costs only the chains it "
-    "needed; with none accepted, the chains' per-cell vote. Its steps count every chain's; `time × K=1` is its wall "
-    "time against its mode's K = 1 run on the same machine."
+    "`model ×K` / `verified ×K` = test-time compute with the verifier: up to K chains per puzzle, chain 0 the K = 1 "
+    "run and each other chain the puzzle under a random symmetry (digits relabelled, rows / columns permuted within "
+    "bands / stacks, bands / stacks permuted, transposed), mapped back; the first grid the verifier accepts is the "
+    "answer, chains run in waves of 1, 1, 2, 4, ... over the puzzles still unsolved, so a puzzle costs only the "
+    "chains it needed; with none accepted, the chains' per-cell vote. Its steps count every chain's; `time × K=1` is "
+    "its wall time against its mode's K = 1 run on the same machine."
 )
 
 
@@ -272,8 +272,8 @@ def write_report(report: dict, out_dir: str | Path, command: str) -> list[Path]:
                 + (f"{m['wall_ratio']:.2f} | " if "wall_ratio" in m else "1 | ")
                 + f"{m['puzzles_per_second']:.1f} | {1e3 * entry['classical_seconds_per_puzzle']:.1f} ms |"
             )
-    lines += ["", "Difficulty of each set (`sudoku.difficulty`: naked and hidden singles first, then the exact solver's "
-                  "search guesses on what they leave; the public hard collections need hundreds):", "",
+    lines += ["", "Difficulty of each set (`sudoku.difficulty`: naked and hidden singles first, then the exact "
+                  "solver's search guesses on what they leave; the public hard collections need hundreds):", "",
               "| set | source | puzzles | givens | solved by singles | guesses after singles: mean / median / p90 |",
               "|---|---|---|---|---|---|"]
     for tier, entry in report["tiers"].items():
