@@ -15,6 +15,7 @@ import json
 import math
 import os
 import signal
+import shlex
 import sys
 import tempfile
 from pathlib import Path
@@ -1024,7 +1025,7 @@ def eval_sudoku(
         ar.model.to(device if remote is None else "cpu")
     report = run_eval(lm, tier_list, n, mode_list, budget_list, seed, progress=lambda s: err_console.print(f"done {s}"),
                       remote=remote, samples=sample_list, baseline=ar, puzzle_sets=puzzle_sets)
-    command = "diffreason eval sudoku " + " ".join(sys.argv[3:]) if len(sys.argv) > 3 else "diffreason eval sudoku"
+    command = shlex.join(["diffreason", "eval", "sudoku", *sys.argv[3:]])  # (quoted: --tiers '' stays a value)
     try:
         paths = write_report(report, out, command)
     except OSError as exc:
