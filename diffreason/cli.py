@@ -311,6 +311,7 @@ TIME_BUDGET_OPTION = typer.Option(
     "ends with whichever of --steps or the time runs out first",
 )
 SAVE_EVERY_OPTION = typer.Option(100, "--save-every", help="write a checkpoint every N steps (and at the end)")
+LR_OPTION = typer.Option(1e-3, "--lr", help="peak learning rate, in (0, 1] (warmup, then cosine)")
 
 
 def _check_training_options(steps: int, batch_size: int, lr: float, eval_every: int, save_every: int,
@@ -387,7 +388,7 @@ def train_sudoku(
     steps: int = typer.Option(3000, "--steps", help=f"total optimiser steps, at most {MAX_TRAIN_STEPS} (a rerun "
                               "resumes up to this)"),
     batch_size: int = typer.Option(64, "--batch-size", help=f"1 to {MAX_BATCH_SIZE}"),
-    lr: float = typer.Option(1e-3, "--lr", help="peak learning rate, in (0, 1] (warmup, then cosine)"),
+    lr: float = LR_OPTION,
     eval_every: int = typer.Option(250, "--eval-every", help="held-out solve rate every N steps (0: never)"),
     save_every: int = SAVE_EVERY_OPTION,
     seed: int = typer.Option(0, "--seed", help=SEED_HELP),
@@ -481,7 +482,7 @@ def train_sudoku_ar(
     steps: int = typer.Option(3000, "--steps", help=f"total optimiser steps, at most {MAX_TRAIN_STEPS} (a rerun "
                               "resumes up to this)"),
     batch_size: int = typer.Option(64, "--batch-size", help=f"1 to {MAX_BATCH_SIZE}"),
-    lr: float = typer.Option(1e-3, "--lr", help="peak learning rate, in (0, 1] (warmup, then cosine)"),
+    lr: float = LR_OPTION,
     eval_every: int = typer.Option(250, "--eval-every", help="held-out solve rate every N steps (0: never)"),
     save_every: int = SAVE_EVERY_OPTION,
     seed: int = typer.Option(0, "--seed", help=SEED_HELP),
@@ -522,7 +523,7 @@ def train_json(
     steps: int = typer.Option(2000, "--steps", help=f"total optimiser steps, at most {MAX_TRAIN_STEPS} (a rerun "
                               "resumes up to this)"),
     batch_size: int = typer.Option(32, "--batch-size", help=f"1 to {MAX_BATCH_SIZE}"),
-    lr: float = typer.Option(1e-3, "--lr", help="peak learning rate, in (0, 1] (warmup, then cosine)"),
+    lr: float = LR_OPTION,
     save_every: int = SAVE_EVERY_OPTION,
     seed: int = typer.Option(0, "--seed", help=SEED_HELP),
     threads: int = THREADS_OPTION,
@@ -576,7 +577,7 @@ def train_code(
     steps: int = typer.Option(20000, "--steps", help=f"total optimiser steps, at most {MAX_TRAIN_STEPS} (a rerun "
                               "resumes up to this)"),
     batch_size: int = typer.Option(16, "--batch-size", help=f"1 to {MAX_BATCH_SIZE}"),
-    lr: float = typer.Option(1e-3, "--lr", help="peak learning rate, in (0, 1] (warmup, then cosine)"),
+    lr: float = LR_OPTION,
     eval_every: int = typer.Option(250, "--eval-every", help="held-out loss every N steps (0: never)"),
     save_every: int = SAVE_EVERY_OPTION,
     seed: int = typer.Option(0, "--seed", help=SEED_HELP),
