@@ -52,7 +52,7 @@ from sglang.lang.choices import ChoicesDecision
 from sglang.lang.ir import REGEX_BOOL, REGEX_FLOAT, REGEX_INT, REGEX_STR
 
 from diffreason.canvas import CanvasTemplate
-from diffreason.client import Endpoints, EndpointError
+from diffreason.client import STEPS_KEY, Endpoints, EndpointError, steps_of
 from diffreason.constrain.regex import Choice
 from diffreason.engine import Engine, GenerationResult
 from diffreason.errors import ConfigError
@@ -241,11 +241,7 @@ class DiffusionBackend(BaseBackend):
         return {"text": prompt, "sampling_params": params}, regex is not None or schema is not None
 
     def _remote_answer(self, answer: dict, constrained: bool, sampling_params, seconds: float) -> tuple[str, dict]:
-        meta = answer.get("meta_info", {})
-        steps = meta.get("diffreason_steps")
-        if not isinstance(steps, list):
-            raise EndpointError("the server's answer has no meta_info.diffreason_steps: is the diffreason plugin "
-                                "loaded (SGLANG_PLUGINS=diffreason)?")
+        steps, meta = steps_of(answer), answer.get("meta_info", {})
         text, hit = answer.get("text", ""), None
         if not constrained:
             text, hit = self._cut_at_stop(text, sampling_params.stop)
@@ -261,7 +257,7 @@ class DiffusionBackend(BaseBackend):
         body, constrained = self._remote_body(prompt, sampling_params)
         started, sent = time.perf_counter(), ""
         for chunk in self.endpoints.stream(body, self._next_seed()):
-            if "diffreason_steps" in chunk.get("meta_info", {}):  # the final answer
+            if STEPS_KEY in chunk.get("meta_info", {}):  # the final answer
                 text, meta = self._remote_answer(chunk, constrained, sampling_params, time.perf_counter() - started)
                 yield text[len(sent):] if text.startswith(sent) else "", meta
                 return

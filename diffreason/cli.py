@@ -133,6 +133,8 @@ THREADS_OPTION = typer.Option(
     "and on a busy machine torch's every-core default ran 8-22x slower than one thread",
 )
 SEED_HELP = f"random seed, 0 to {MAX_SEED}; the same seed gives the same output"
+SEED_OPTION = typer.Option(0, "--seed", help=SEED_HELP)
+DEVICE_OPTION = typer.Option("auto", "--device", help="auto, cpu or cuda")
 
 
 def _runtime(threads: int | None) -> None:
@@ -166,7 +168,7 @@ def generate(
     steps: int = typer.Option(
         None, "--steps", help=f"max denoising steps per canvas, 1 to {MAX_DENOISING_STEPS} (default: the checkpoint's)"
     ),
-    seed: int = typer.Option(0, "--seed", help=SEED_HELP),
+    seed: int = SEED_OPTION,
     max_new_tokens: int = typer.Option(
         None, "--max-new-tokens", help=f"1 to {MAX_NEW_TOKENS} (default: the checkpoint's, 256)"
     ),
@@ -391,8 +393,8 @@ def train_sudoku(
     lr: float = LR_OPTION,
     eval_every: int = typer.Option(250, "--eval-every", help="held-out solve rate every N steps (0: never)"),
     save_every: int = SAVE_EVERY_OPTION,
-    seed: int = typer.Option(0, "--seed", help=SEED_HELP),
-    device: str = typer.Option("auto", "--device", help="auto, cpu or cuda"),
+    seed: int = SEED_OPTION,
+    device: str = DEVICE_OPTION,
     init_from: Path | None = typer.Option(
         None, "--init-from", help="start from this checkpoint's weights (e.g. the embedded model) instead of fresh ones"
     ),
@@ -485,8 +487,8 @@ def train_sudoku_ar(
     lr: float = LR_OPTION,
     eval_every: int = typer.Option(250, "--eval-every", help="held-out solve rate every N steps (0: never)"),
     save_every: int = SAVE_EVERY_OPTION,
-    seed: int = typer.Option(0, "--seed", help=SEED_HELP),
-    device: str = typer.Option("auto", "--device", help="auto, cpu or cuda"),
+    seed: int = SEED_OPTION,
+    device: str = DEVICE_OPTION,
     curriculum: bool = typer.Option(True, "--curriculum/--no-curriculum", help="blanks grow from few to many"),
     threads: int = THREADS_OPTION,
     precision: str = PRECISION_OPTION,
@@ -525,9 +527,9 @@ def train_json(
     batch_size: int = typer.Option(32, "--batch-size", help=f"1 to {MAX_BATCH_SIZE}"),
     lr: float = LR_OPTION,
     save_every: int = SAVE_EVERY_OPTION,
-    seed: int = typer.Option(0, "--seed", help=SEED_HELP),
+    seed: int = SEED_OPTION,
     threads: int = THREADS_OPTION,
-    device: str = typer.Option("auto", "--device", help="auto, cpu or cuda"),
+    device: str = DEVICE_OPTION,
     init_from: Path | None = typer.Option(
         None, "--init-from", help="start from this JSON model's weights and tokenizer (e.g. the embedded one)"
     ),
@@ -580,9 +582,9 @@ def train_code(
     lr: float = LR_OPTION,
     eval_every: int = typer.Option(250, "--eval-every", help="held-out loss every N steps (0: never)"),
     save_every: int = SAVE_EVERY_OPTION,
-    seed: int = typer.Option(0, "--seed", help=SEED_HELP),
+    seed: int = SEED_OPTION,
     threads: int = THREADS_OPTION,
-    device: str = typer.Option("auto", "--device", help="auto, cpu or cuda"),
+    device: str = DEVICE_OPTION,
     init_from: Path | None = typer.Option(
         None, "--init-from", help="start from this code model's weights and tokenizer (e.g. the embedded one)"
     ),
@@ -914,6 +916,11 @@ def _stdout_is_terminal() -> bool:
     return sys.stdout is not None and sys.stdout.isatty()
 
 
+def _eval_command(name: str) -> str:
+    """The command line of an eval as its report names it, quoted (an empty value such as --tiers '' stays one)."""
+    return shlex.join(["diffreason", "eval", name, *sys.argv[3:]])
+
+
 def _puzzle_sets(spec: str, n: int) -> dict[str, list[list[int]]]:
     """--puzzles: each file's first `n` answerable puzzles, named by the file's stem; a puzzle that cannot be read or
     has no solution is a warning line (the others are evaluated); a file with none is an error."""
@@ -961,7 +968,7 @@ def eval_sudoku(
     out: Path = typer.Option(Path("evals/reports"), "--out", help="report directory"),
     t_max: float = T_MAX_OPTION,
     t_min: float = T_MIN_OPTION,
-    device: str = typer.Option("auto", "--device", help="auto, cpu or cuda"),
+    device: str = DEVICE_OPTION,
     threads: int = THREADS_OPTION,
     endpoint: str = ENDPOINT_OPTION,
     concurrency: int = CONCURRENCY_OPTION,
@@ -1026,7 +1033,7 @@ def eval_sudoku(
         ar.model.to(device if remote is None else "cpu")
     report = run_eval(lm, tier_list, n, mode_list, budget_list, seed, progress=lambda s: err_console.print(f"done {s}"),
                       remote=remote, samples=sample_list, baseline=ar, puzzle_sets=puzzle_sets)
-    command = shlex.join(["diffreason", "eval", "sudoku", *sys.argv[3:]])  # (quoted: --tiers '' stays a value)
+    command = _eval_command("sudoku")
     try:
         paths = write_report(report, out, command)
     except OSError as exc:
@@ -1085,7 +1092,7 @@ def eval_json(
         task = bar.add_task("schemas", total=len(files))
         report = run_eval(files, tokenizer, None if remote else lm, fillings, progress=lambda: bar.advance(task),
                           compile_timeout=compile_timeout, remote=remote)
-    command = "diffreason eval json " + " ".join(sys.argv[3:])
+    command = _eval_command("json")
     for path in write_report(report, out, command):
         err_console.print(f"wrote {path}")
     print((out / "json.md").read_text())
@@ -1129,7 +1136,7 @@ def eval_json_fuzz(
         task = bar.add_task("schemas", total=examples)
         report = run_fuzz(examples, seed, fillings, compile_seconds=compile_timeout, shrink=shrink,
                           progress=lambda done, *_: bar.update(task, completed=done))
-    for path in write_report(report, out, "diffreason eval json-fuzz " + " ".join(sys.argv[3:])):
+    for path in write_report(report, out, _eval_command("json-fuzz")):
         err_console.print(f"wrote {path}")
     print((out / "json_fuzz.md").read_text())
     if report["failures"]:
@@ -1173,7 +1180,7 @@ def eval_json_suite(
         task = bar.add_task("case groups", total=len(groups))
         report = run_suite(wanted, fillings=fillings, root=root, groups=groups, compile_timeout=compile_timeout,
                            progress=lambda: bar.advance(task))
-    for path in write_report(report, out, "diffreason eval json-suite " + " ".join(sys.argv[3:])):
+    for path in write_report(report, out, _eval_command("json-suite")):
         err_console.print(f"wrote {path}")
     print((out / "json_suite.md").read_text())
     if any(report[key] for key in ("crashes", "invalid_fillings", "invalid_inside")):
@@ -1222,7 +1229,7 @@ def infill_cmd(
     single_line: bool = typer.Option(False, "--single-line", help="whole-line holes hold exactly one line"),
     model: Path = typer.Option(None, "--model", "-m", help="DiffusionGemma checkpoint directory (default: the "
                                "embedded code model)"),
-    seed: int = typer.Option(0, "--seed", help=SEED_HELP),
+    seed: int = SEED_OPTION,
     steps: int = typer.Option(None, "--steps", help=f"max denoising steps per canvas, 1 to {MAX_DENOISING_STEPS} "
                               "(default: the checkpoint's)"),
     timeout: float = typer.Option(10.0, "--timeout", help="seconds of wall clock per sandboxed test run"),
@@ -1298,7 +1305,7 @@ def eval_infill(
     cost: int = typer.Option(0, "--cost", help="also time N samples of the first task as one batch against N "
                              "separate runs (seconds per candidate; 0: skip)"),
     model: Path = typer.Option(None, "--model", "-m", help="code checkpoint (default: the embedded code model)"),
-    seed: int = typer.Option(0, "--seed", help=SEED_HELP),
+    seed: int = SEED_OPTION,
     timeout: float = typer.Option(10.0, "--timeout", help="seconds per sandboxed test run"),
     out: Path = typer.Option(Path("evals/reports/infill"), "--out", help="report directory"),
     as_json: bool = typer.Option(False, "--json", help="print one summary object (tasks, pass_at_1, pass_at_k, "
@@ -1352,7 +1359,7 @@ def eval_infill(
                               progress=lambda stage, n: bar.advance(bars.get(stage, harness), n))
     except KeyboardInterrupt:
         raise Interrupted(f"no report was written to {out}") from None
-    command = "diffreason eval infill " + " ".join(sys.argv[3:])
+    command = _eval_command("infill")
     for path in write_report(report, out, command.strip()):
         err_console.print(f"wrote {path}")
     if as_json:

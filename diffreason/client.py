@@ -41,7 +41,12 @@ STEPS_KEY = "diffreason_steps"
 
 
 class EndpointError(DiffreasonError):
-    """A request no server answered (after retries) or one a server refused; the message says which and why."""
+    """A request no server answered (after retries) or one a server refused; the message says which and why, and
+    `status` the HTTP status of a refusal (None when no server answered)."""
+
+    def __init__(self, message: str, status: int | None = None):
+        super().__init__(message)
+        self.status = status
 
 
 def parse_endpoints(spec: str | Sequence[str]) -> list[str]:
@@ -205,7 +210,7 @@ class Endpoints:
     def _answer(url: str, response, stream: bool) -> Any:
         if response.status_code != 200:
             raise EndpointError(f"{url} refused the request (HTTP {response.status_code}): "
-                                f"{_server_message(response)}")
+                                f"{_server_message(response)}", status=response.status_code)
         if stream:
             return response
         try:
@@ -316,23 +321,30 @@ class RemoteEngine:
         return [result_of(answer, r.prompt, seconds) for answer, r in zip(answers, requests)]
 
 
+def steps_of(answer: Any) -> list[int]:
+    """The denoising steps per canvas of a `/generate` answer; EndpointError when it carries none (a server without
+    the diffreason plugin)."""
+    steps = (answer.get("meta_info") or {}).get(STEPS_KEY) if isinstance(answer, dict) else None
+    if not isinstance(steps, list):
+        raise EndpointError(f"the server's answer has no meta_info.{STEPS_KEY}: is the diffreason plugin loaded "
+                            "(SGLANG_PLUGINS=diffreason)?")
+    return [int(s) for s in steps]
+
+
 def result_of(answer: dict, prompt: Any = "", seconds: float = 0.0):
     """A `GenerationResult` from a `/generate` answer; EndpointError when the answer carries no steps (a server
     without the diffreason plugin)."""
     from diffreason.engine import GenerationResult
 
     meta = answer.get("meta_info", {}) if isinstance(answer, dict) else {}
-    steps = meta.get(STEPS_KEY)
-    if not isinstance(steps, list):
-        raise EndpointError(f"the server's answer has no meta_info.{STEPS_KEY}: is the diffreason plugin loaded "
-                            "(SGLANG_PLUGINS=diffreason)?")
+    steps = steps_of(answer)
     tokens = [int(t) for t in answer.get("output_ids", [])]
     return GenerationResult(
         prompt_ids=[] if isinstance(prompt, str) else [int(t) for t in prompt],
         tokens=tokens,
         raw_tokens=tokens,
         text=answer.get("text", ""),
-        steps=[int(s) for s in steps],
+        steps=steps,
         stopped_early=[],  # (not reported by servers)
         finished=(meta.get("finish_reason") or {}).get("type") == "stop",
         seconds=seconds,

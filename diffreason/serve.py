@@ -51,7 +51,7 @@ class RequestError(DiffreasonError):
 @dataclass
 class Job:
     rid: str
-    prompt: str
+    prompt: str | list[int]  # text, or token ids
     template: Any
     schema: Any
     seed: int
@@ -60,9 +60,10 @@ class Job:
     done: Future = field(default_factory=Future)
 
 
-def parse_request(body: Any, tokenizer, canvas_length: int) -> list[Job]:
-    """The jobs of one /generate body (one per text); RequestError with a client-facing message."""
-    from diffreason.structured import constraint_template, template_from_positions
+def parse_request(body: Any, tokenizer, canvas_length: int) -> tuple[list[Job], bool]:
+    """The jobs of one /generate body (one per prompt), and whether its prompts came as a list (then a list of
+    answers goes back, even of one); RequestError with a client-facing message."""
+    from diffreason.structured import TEMPLATE_PARAM, constraint_template, template_from_positions
 
     if not isinstance(body, dict):
         raise RequestError("the body must be a JSON object")
@@ -95,9 +96,9 @@ def parse_request(body: Any, tokenizer, canvas_length: int) -> list[Job]:
     if not isinstance(seed, int) or isinstance(seed, bool) or not 0 <= seed < 2**63:
         raise RequestError(f"sampling_seed must be an integer in [0, 2**63), got {seed!r}")
     custom = params.get("custom_params") or {}
-    raw_template = custom.get("diffreason_template") if isinstance(custom, dict) else None
+    raw_template = custom.get(TEMPLATE_PARAM) if isinstance(custom, dict) else None
     given = [n for n, v in (("json_schema", params.get("json_schema")), ("regex", params.get("regex")),
-                            ("diffreason_template", raw_template)) if v is not None]
+                            (TEMPLATE_PARAM, raw_template)) if v is not None]
     if len(given) > 1:
         raise RequestError(f"give one constraint, not {' and '.join(given)}")
     template = schema = None
@@ -117,7 +118,7 @@ def parse_request(body: Any, tokenizer, canvas_length: int) -> list[Job]:
     if stream and not single:
         raise RequestError("stream takes one text, not a list")
     return [Job(rid if single else f"{rid}-{i}", text, template, schema, seed, max_new,
-                queue.Queue() if stream else None) for i, text in enumerate(texts)]
+                queue.Queue() if stream else None) for i, text in enumerate(texts)], not single
 
 
 def _prompt_ids(value: Any, vocab_size: int) -> list:
@@ -226,7 +227,7 @@ def make_app(lm, max_batch: int = 16, batch_wait: float = 0.01):
         except (json.JSONDecodeError, UnicodeDecodeError) as exc:
             return error(400, f"the body is not JSON: {exc}")
         try:
-            jobs = await asyncio.to_thread(parse_request, body, tokenizer, lm.canvas_length)
+            jobs, as_list = await asyncio.to_thread(parse_request, body, tokenizer, lm.canvas_length)
         except RequestError as exc:
             return error(400, str(exc))
         futures = [batcher.submit(job) for job in jobs]
@@ -237,17 +238,9 @@ def make_app(lm, max_batch: int = 16, batch_wait: float = 0.01):
             answers = [answer(job, result, tokenizer) for job, result in zip(jobs, results)]
         except DiffreasonError as exc:
             return error(500, str(exc))
-        return answers if len(jobs) > 1 or _is_list_request(body) else answers[0]
+        return answers if as_list else answers[0]
 
     return app
-
-
-def _is_list_request(body: dict) -> bool:
-    """A list of prompts gets a list of answers (even of one)."""
-    ids = body.get("input_ids")
-    if ids is not None:
-        return isinstance(ids[0], list)
-    return isinstance(body.get("text", ""), list)
 
 
 async def _stream(job: Job, future: Future, tokenizer):

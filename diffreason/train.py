@@ -172,7 +172,7 @@ def train(
     evaluate: Callable[[DiffusionLM], dict] | None = None,
     stream_state: tuple[Callable[[], dict], Callable[[dict], None]] | None = None,
     console: Console | None = None,
-    loss_fn: Callable = None,
+    loss_fn: Callable | None = None,
 ) -> DiffusionLM:
     """Train `lm` in place on `batches(batch_size, progress)`; resume from `run_dir` if a checkpoint is there.
 

@@ -666,12 +666,20 @@ def training_puzzles(n: int, seed: int = 0, progress=None) -> tuple[np.ndarray, 
     return np.array(solutions, dtype=np.int64), np.array(blanks, dtype=bool)
 
 
+def grid_tokens(solutions: torch.Tensor, blanks: torch.Tensor) -> torch.Tensor:
+    """[B, 81] digits → each cell's token: `r{r}c{c}={d}` where blank, `r{r}c{c}#{d}` where given."""
+    import torch
+
+    cells = torch.arange(CELLS, device=solutions.device)
+    return torch.where(blanks, FREE_BASE + 9 * cells + solutions - 1, GIVEN_BASE + 9 * cells + solutions - 1)
+
+
 def training_tensors(solutions: torch.Tensor, blanks: torch.Tensor, generator: torch.Generator):
     """Canvas targets, uniform noise within each cell's allowed set, and the allowed mask, for the SFT trainer."""
     import torch
 
     cells = torch.arange(CELLS)
-    target = torch.where(blanks, FREE_BASE + 9 * cells + solutions - 1, GIVEN_BASE + 9 * cells + solutions - 1)
+    target = grid_tokens(solutions, blanks)
     random_digits = torch.randint(0, 9, solutions.shape, generator=generator)
     noise = torch.where(blanks, FREE_BASE + 9 * cells + random_digits, target)
     return target, noise
@@ -945,13 +953,16 @@ def siblings_stop_hook(variants: Sequence[Sequence[int]], samples: int):
     settled: set[int] = set()
 
     def hook(state, rows) -> None:
-        finished = rows[state.done[rows]].tolist()
-        for r in finished:
+        finished = rows[state.done[rows]]
+        open_rows = [i for i, r in enumerate(finished.tolist()) if r // samples not in settled]
+        if not open_rows:
+            return
+        finished = finished[open_rows]
+        for r, tokens in zip(finished.tolist(), state.argmax[finished].tolist()):  # (one read-back per step)
             group = r // samples
-            if group in settled or not verify(variants[r], decode(state.argmax[r].tolist())):
-                continue
-            settled.add(group)
-            state.done[group * samples : (group + 1) * samples] = True
+            if group not in settled and verify(variants[r], decode(tokens)):
+                settled.add(group)
+                state.done[group * samples : (group + 1) * samples] = True
 
     return hook
 

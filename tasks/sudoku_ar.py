@@ -132,9 +132,7 @@ def training_examples(model_dir: Path | None) -> int | None:
 
 def prompt_tokens(puzzles: torch.Tensor) -> torch.Tensor:
     """[B, 81] digits (0 = blank) → [B, 82]: BOS, then per cell its given's token or UNK."""
-    cells = torch.arange(S.CELLS, device=puzzles.device)
-    given = S.GIVEN_BASE + 9 * cells + puzzles - 1
-    body = torch.where(puzzles > 0, given, torch.full_like(puzzles, UNK_ID))
+    body = torch.where(puzzles > 0, S.grid_tokens(puzzles, puzzles == 0), torch.full_like(puzzles, UNK_ID))
     bos = torch.full((len(puzzles), 1), S.BOS_ID, dtype=torch.long, device=puzzles.device)
     return torch.cat([bos, body], 1)
 
@@ -153,8 +151,7 @@ def ar_batches(stream: S.SudokuStream, curriculum: bool = True, device="cpu"):
 
     def make(size: int, progress: float) -> ARBatch:
         solutions, blanks = stream.batch(size, progress if curriculum else 1.0)
-        cells = torch.arange(S.CELLS)
-        target = torch.where(blanks, S.FREE_BASE + 9 * cells + solutions - 1, S.GIVEN_BASE + 9 * cells + solutions - 1)
+        target = S.grid_tokens(solutions, blanks)
         puzzles = torch.where(blanks, torch.zeros_like(solutions), solutions)
         input_ids = torch.cat([prompt_tokens(puzzles), target], 1)
         labels = torch.full_like(input_ids, -100)
@@ -184,9 +181,8 @@ def solve_ar(ar: ARSudoku, puzzles: Sequence[Sequence[int] | str], batch_size: i
     for start in range(0, len(grids), batch_size):
         chunk = torch.tensor(grids[start : start + batch_size], dtype=torch.long, device=device)
         t = time.perf_counter()
-        cells = torch.arange(S.CELLS, device=device)
-        given = S.GIVEN_BASE + 9 * cells + chunk - 1  # [B, 81] (meaningless where blank)
-        out = _decode(ar.model, prompt_tokens(chunk), chunk > 0, given, masks.to(device))
+        prompt = prompt_tokens(chunk)  # (its cells: the givens' tokens, which decoding writes again)
+        out = _decode(ar.model, prompt, chunk > 0, prompt[:, 1:], masks.to(device))
         seconds = (time.perf_counter() - t) / len(chunk)
         for g, tokens in zip(grids[start : start + batch_size], out.tolist()):
             cells_out = S.decode(tokens)
@@ -197,7 +193,8 @@ def solve_ar(ar: ARSudoku, puzzles: Sequence[Sequence[int] | str], batch_size: i
 
 
 def _decode(model, prompt: torch.Tensor, is_given: torch.Tensor, given: torch.Tensor, masks: torch.Tensor):
-    """[B, 81] tokens: the prompt [B, 82] encoded once, then one cell per forward pass through the KV cache."""
+    """[B, 81] tokens: the prompt [B, 82] encoded once, then one cell per forward pass through the KV cache; a given
+    cell writes `given` (its token; unused where blank), a blank the argmax over its nine tokens (`masks` [81, V])."""
     from transformers import DynamicCache
 
     cache = DynamicCache(config=model.config)
