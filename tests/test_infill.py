@@ -90,38 +90,82 @@ def test_files_and_tests_are_checked(tmp_path):
 def _regex(prefix, suffix, single=False, depth=4):
     code = parse_pair(prefix, suffix)
     h = code.holes[0]
-    return grammar.hole_regex(grammar.hole_context(prefix, suffix, h.whole_line, h.indent, single), depth)
+    return grammar.hole_language(grammar.hole_context(prefix, suffix, h.whole_line, h.indent, single), depth)
 
 
 def test_language_of_whole_line_holes():
     prefix = "def f(xs):\n    total = 0\n    for x in xs:\n        if x:\n            total += x\n"
     suffix = "    return total\n"
     rx = _regex(prefix, suffix, single=True)
-    for good in ("        else:\n", "            total -= 1\n", "    total = 1  # (x)\n", "            print(')')\n"):
-        assert re.fullmatch(rx, good), good
+    for good in ("            total -= 1\n", "    total = 1  # (x)\n", "            print(')')\n",
+                 "        y = d[1:]  # a colon inside\n", "        # only a comment:\n"):
+        assert rx.fullmatch(good), good
     for bad in ("total = 1\n",  # dedented below the function's body
+                "        else:\n", "    while x:  # loop\n",  # a block opener whose body would be missing
                 "  total = 1\n",  # not a level that is open
                 "        total = (1\n",  # unbalanced
                 "        total = 1\n        total = 2\n",  # two lines in a single-line hole
                 "        total = 1",  # no newline at its end
                 "        \n", "    x = [1)\n", "    x = 1\t+ 2\n"):
-        assert not re.fullmatch(rx, bad), bad
+        assert not rx.fullmatch(bad), bad
     multi = _regex(prefix, suffix)
-    assert re.fullmatch(multi, "            total += 1\n\n        else:\n            total = (\n1)\n")
-    assert not re.fullmatch(multi, "            total += 1\ntotal = 2\n")  # out of the function
+    assert multi.fullmatch("            total += 1\n\n        else:\n            total = (\n1)\n")
+    assert not multi.fullmatch("            total += 1\ntotal = 2\n")  # out of the function
     opened = _regex("def f():\n    if x:\n", "    return 1\n", single=True)
-    assert re.fullmatch(opened, "        y = 1\n") and not re.fullmatch(opened, "    y = 1\n")
+    assert opened.fullmatch("        y = 1\n") and not opened.fullmatch("    y = 1\n")
+
+
+def test_a_single_line_opens_a_block_exactly_when_the_next_statement_is_deeper():
+    prefix = "def f(xs):\n    total = 0\n    for x in xs:\n        if x:\n            total += x\n"
+    rx = _regex(prefix, "            total -= x\n    return total\n", single=True)
+    for good in ("        else:\n", "        elif (x):  # no\n", "    for y in ys :\n", "            total = 0\n",
+                 "        while x > 0:\n"):
+        assert rx.fullmatch(good), good
+    for bad in ("        total = 0\n",  # a deeper statement follows: this line must open its block
+                "        return x:\n",  # not a block keyword
+                "        else\n", "            if x:\n"):  # no colon; a block opener followed by no deeper line
+        assert not rx.fullmatch(bad), bad
+    # elif / else / except / finally only continue what they can, at their level; no statement starts with `in`
+    for bad in ("    elif x:\n", "        except E:\n", "        finally:\n", "            in x\n", "            or y\n"):
+        assert not rx.fullmatch(bad), bad
+    for good in ("    else:\n", "            isinstance(x, int)\n", "            order = 1\n", "            # a note\n"):
+        assert rx.fullmatch(good), good
+    # a compound statement on one line is a statement: something follows its colon
+    flat = _regex("def f(x):\n    y = 1\n", "    return y\n", single=True)
+    for good in ("    if x: return 0\n", "    for z in x: y += z  # sum\n", "    y = {1: 2}\n"):
+        assert flat.fullmatch(good), good
+    for bad in ("    if x:\n", "    if x:  # c\n", "    else: return 0\n", "    in x\n"):
+        assert not flat.fullmatch(bad), bad
+    # a comment alone would leave the deeper statement after it without a block
+    lone = _regex("def f():\n    x = 1\n", "        y = 2\n", single=True)
+    assert lone.fullmatch("    if x:\n") and not lone.fullmatch("    # c\n")
+    # after a block opener: the body's first line, as deep as the next statement or opening a block down to it
+    opened = _regex("def f():\n    if x:\n", "            return 1\n", single=True)
+    for good in ("        for y in ys:\n", "            y = 1\n"):
+        assert opened.fullmatch(good), good
+    for bad in ("        y = 1\n", "                y = 1\n", "            if y:\n"):
+        assert not opened.fullmatch(bad), bad
+    # the code ends after the hole: no block can open there
+    end = _regex("def f():\n    x = 1\n", "", single=True)
+    assert end.fullmatch("    return x\n") and not end.fullmatch("    if x:\n")
+    # the code after the hole stops at a later hole: the next statement is not known, so no rule
+    code = parse_code("def f():\n    <|hole|>\n\n    <|hole|>\n")
+    ctx = grammar.hole_context(code.prefix(0, []), code.suffix(0), True, code.holes[0].indent, True,
+                               suffix_ends_at_hole=True)
+    assert not ctx.next_known
+    rx = grammar.hole_language(ctx)
+    assert rx.fullmatch("    if x:\n") and rx.fullmatch("    x = 1\n")
 
 
 def test_language_of_inline_holes_and_open_brackets():
     rx = _regex("x = f(", ")\n")
     for good in ("1, 2", "a)(b", "[1, (2)]", "'('", "g(h(i(j())))"):
-        assert re.fullmatch(rx, good), good
+        assert rx.fullmatch(good), good
     for bad in ("1\n", "(", "]", "  ", "", "g(h(i(j(k()))))"):  # newline, unbalanced, blank, deeper than 4
-        assert not re.fullmatch(rx, bad), bad
-    assert re.fullmatch(_regex("x = 1 + ", "\n"), "2  # a comment (unbalanced")
+        assert not rx.fullmatch(bad), bad
+    assert _regex("x = 1 + ", "\n").fullmatch("2  # a comment (unbalanced")
     in_string = _regex('x = "', '"\n')
-    assert re.fullmatch(in_string, "any ( text") and not re.fullmatch(in_string, "a\nb")
+    assert in_string.fullmatch("any ( text") and not in_string.fullmatch("a\nb")
 
 
 @pytest.mark.skipif(not HAVE_SHARED, reason="needs ../shared/humaneval_infilling")
@@ -132,7 +176,7 @@ def test_humaneval_canonical_fills_are_in_their_holes_language():
     for name, path in default_task_files().items():
         for task in load_tasks(path)[::20]:
             rx = _regex(task.prompt, task.suffix, single=name.startswith("Single"))
-            if not re.fullmatch(rx, task.canonical_solution):
+            if not rx.fullmatch(task.canonical_solution):
                 missed.append(task)
     for task in missed:
         depth = level = 0
@@ -151,9 +195,12 @@ def test_the_slot_automaton_takes_the_canonical_tokens(code_lm):
     rx = _regex(prefix, suffix, single=True)
     tok = code_lm.tokenizer
     ids = encode(tok, hole)
-    template = CanvasTemplate.from_regex(rx, tok, 32)
+    template = CanvasTemplate.from_regex(rx.regex, tok, 32, rx.intersections)
+    assert rx.intersections  # (the line's shape: the next statement is deeper, so this line opens a block)
     assert template.violations(ids + [tok.pad_token_id] * (32 - len(ids))) == []
-    assert template.violations(encode(tok, "    for x in (1:\n") + [tok.pad_token_id] * 20)  # unbalanced
+    for bad in ("    for x in (1:\n", "    x = enumerate(numbers)\n"):  # unbalanced; opens no block
+        tokens = encode(tok, bad)
+        assert template.violations(tokens + [tok.pad_token_id] * (32 - len(tokens))), bad
 
 
 # -- templates and the search on a canvas -----------------------------------------------------------------------------

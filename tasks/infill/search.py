@@ -43,7 +43,7 @@ import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 
-from diffreason.tasks.infill.grammar import hole_context, hole_regex
+from diffreason.tasks.infill.grammar import HoleLanguage, hole_context, hole_language
 from diffreason.tasks.infill.holes import InfillCode, InfillInputError, check_tests
 from diffreason.tasks.infill.layout import hole_text, infill_layout
 
@@ -157,10 +157,12 @@ def check_lengths(code: InfillCode, max_hole_tokens: int, canvas_length: int) ->
                                    f"model's canvas ({canvas_length} tokens); a hole must fit one canvas")
 
 
-def hole_regex_of(code: InfillCode, i: int, prefix: str, single_line: bool | None, depth: int = 4) -> str:
+def hole_language_of(code: InfillCode, i: int, prefix: str, single_line: bool | None,
+                     depth: int = 4) -> HoleLanguage:
     hole = code.holes[i]
-    ctx = hole_context(prefix, code.suffix(i), hole.whole_line, hole.indent, single_line=bool(single_line))
-    return hole_regex(ctx, depth)
+    ctx = hole_context(prefix, code.suffix(i), hole.whole_line, hole.indent, single_line=bool(single_line),
+                       suffix_ends_at_hole=i < len(code.holes) - 1)
+    return hole_language(ctx, depth)
 
 
 def _training_constants() -> tuple[tuple[int, ...], int]:
@@ -178,7 +180,7 @@ class _Templates:
         self.lm, self.constrain = lm, constrain
         self.tokenizer = lm.tokenizer
 
-    def build(self, prefix: str, suffix: str, regex: str, length: int, prompt_tokens: int):
+    def build(self, prefix: str, suffix: str, language: HoleLanguage, length: int, prompt_tokens: int):
         from diffreason.canvas import CanvasTemplate
         from diffreason.errors import TemplateError
 
@@ -187,7 +189,7 @@ class _Templates:
         vocab = len(tok)
         if self.constrain:
             try:
-                slot = CanvasTemplate.from_regex(regex, tok, length)
+                slot = CanvasTemplate.from_regex(language.regex, tok, length, language.intersections)
             except TemplateError:
                 return None, layout  # no string of the hole's language fits this length
         else:
@@ -281,7 +283,7 @@ class Searcher:
         requests, meta = [], []
         for j, seed in enumerate(seeds):
             prefix = code.prefix(i, fills[j])
-            rx = regex if regex is not None else hole_regex_of(code, i, prefix, single_line)
+            rx = HoleLanguage(regex) if regex is not None else hole_language_of(code, i, prefix, single_line)
             for L in lens:
                 template, layout = self.templates.build(prefix, code.suffix(i), rx, L, self.prompt_tokens)
                 if template is not None:
