@@ -23,4 +23,4 @@ test: setup
 	$(BIN)/python -m pytest tests -q
 
 bench: setup
-	$(BIN)/python -m diffreason.evals.bench_engine --preset small --repeats 3
+	$(BIN)/python -m diffreason.evals.bench_engine --repeats 2 | tee evals/reports/bench_engine.txt

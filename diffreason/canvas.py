@@ -416,7 +416,19 @@ class CanvasConstraint:
         for name in ("_allowed", "_disallowed"):  # (what is expanded already is sliced, not expanded again)
             if name in self.__dict__:
                 out.__dict__[name] = self.__dict__[name][rows]
+        if "_noise_table" in self.__dict__:
+            out.__dict__["_noise_table"] = self.__dict__["_noise_table"]
         return out
+
+    def noise_table(self) -> torch.Tensor:
+        """[V + K * M] long: every token id in order, then `table` flattened — so one lookup draws an unrestricted
+        position (base 0, V choices), a restricted one (base V + k * M, counts[k] choices) and a fixed one (base its
+        token, 1 choice) alike. Made once per constraint (its row selections share it)."""
+        cached = self.__dict__.get("_noise_table")
+        if cached is None:
+            vocab = torch.arange(self.masks.shape[1], dtype=torch.long, device=self.table.device)
+            cached = self.__dict__["_noise_table"] = torch.cat([vocab, self.table.flatten()])
+        return cached
 
     def draw(self, u: torch.Tensor) -> torch.Tensor:
         """Map uniforms u ∈ [0, 1) [B, C] to a uniformly chosen allowed token per position."""

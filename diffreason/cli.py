@@ -150,12 +150,30 @@ def _runtime(threads: int | None) -> None:
         torch.set_num_threads(threads)
 
 
-def _sampler_config(lm, steps: int | None, fast: bool):
-    updates = {}
+DRAWS = ("reference", "fast")
+
+
+def _draws_option(default: str):
+    return typer.Option(default, "--draws", help="random draws: fast (the same distributions, statistics over the "
+                        "allowed sets, a counter-based stream: the cheapest) or reference (transformers' own stream, "
+                        f"token-identical to model.generate); default {default}")
+
+
+def _check_draws(draws: str | None) -> None:
+    if draws is not None and draws not in DRAWS:
+        raise DiffreasonError(f"--draws must be one of {', '.join(DRAWS)}, got {draws!r}")
+
+
+def _with_draws(lm, draws: str | None) -> None:
+    """Set the checkpoint's sampler to `draws` (None: leave it)."""
+    if draws is not None:
+        lm.sampler_config = lm.sampler_config.model_copy(update={"draws": draws})
+
+
+def _sampler_config(lm, steps: int | None, draws: str):
+    updates = {"draws": draws}
     if steps is not None:
         updates["max_denoising_steps"] = steps
-    if fast:
-        updates["draws"] = "fast"
     return lm.sampler_config.model_copy(update=updates)
 
 
@@ -172,7 +190,10 @@ def generate(
     max_new_tokens: int = typer.Option(
         None, "--max-new-tokens", help=f"1 to {MAX_NEW_TOKENS} (default: the checkpoint's, 256)"
     ),
-    fast: bool = typer.Option(False, "--fast", help="fast random draws (not token-identical to transformers)"),
+    fast: bool = typer.Option(False, "--fast", help="the same as --draws fast"),
+    draws: str = typer.Option(None, "--draws", help="random draws: reference (token-identical to transformers' "
+                              "model.generate; the default without --schema) or fast (the same distributions, far "
+                              "cheaper on constrained canvases; the default with --schema)"),
     schema: Path = typer.Option(None, "--schema", help="JSON Schema file: the output is a JSON value that validates"),
     watch: bool = typer.Option(False, "--watch", help="show the canvas denoising live"),
     as_json: bool = typer.Option(False, "--json", help="print one JSON object"),
@@ -185,6 +206,10 @@ def generate(
     _int_in("--threads", threads, 0, MAX_THREADS)
     _check_prompt(prompt)
     _check_model_dir(model)
+    _check_draws(draws)
+    if fast and draws == "reference":
+        raise DiffreasonError("--fast and --draws reference contradict each other")
+    draws = draws or ("fast" if fast or schema is not None else "reference")
     schema_dict = None
     if schema is not None:
         from diffreason.tasks.json_schema.load import load_schema_file
@@ -202,7 +227,7 @@ def generate(
         from diffreason.structured import generate as generate_structured
 
         lm = load_model(model)
-        value, result = generate_structured(lm, schema_dict, prompt, seed, _sampler_config(lm, steps, fast))
+        value, result = generate_structured(lm, schema_dict, prompt, seed, _sampler_config(lm, steps, draws))
         if as_json:
             print(json.dumps({"object": value, "steps": result.steps, "text": result.text, "seconds": result.seconds,
                               "fixed": list(result.fixed)}))
@@ -213,7 +238,7 @@ def generate(
                 err_console.print(f"[dim]fixed by the template: {choice}[/dim]")
         return
     lm = load_model(model)
-    engine = Engine(lm, _sampler_config(lm, steps, fast))
+    engine = Engine(lm, _sampler_config(lm, steps, draws))
     if watch:
         with CanvasWatcher(lm.tokenizer, engine.sampler.config.max_denoising_steps) as watcher:
             result = engine.generate(prompt, seed=seed, max_new_tokens=max_new_tokens, callback=watcher)
@@ -652,8 +677,9 @@ eval_app = typer.Typer(no_args_is_help=True, help="Evaluate models; reports go t
 app.add_typer(eval_app, name="eval")
 
 
-def _sudoku_model(model: Path | None, t_max: float | None = None, t_min: float | None = None):
-    """The checkpoint, with its sampler's temperature schedule overridden where asked."""
+def _sudoku_model(model: Path | None, t_max: float | None = None, t_min: float | None = None,
+                  draws: str | None = None):
+    """The checkpoint, with its sampler's temperature schedule and draws overridden where asked."""
     from diffreason.model import describe_validation_error, load_model
     from diffreason.sampler import SamplerConfig
 
@@ -668,6 +694,7 @@ def _sudoku_model(model: Path | None, t_max: float | None = None, t_min: float |
             lm.sampler_config = SamplerConfig(**{**lm.sampler_config.model_dump(), **update})
         except ValueError as exc:
             raise DiffreasonError(describe_validation_error(exc)) from None
+    _with_draws(lm, draws)
     return lm
 
 
@@ -741,6 +768,7 @@ def solve_sudoku(
     ),
     t_max: float = T_MAX_OPTION,
     t_min: float = T_MIN_OPTION,
+    draws: str = _draws_option("fast"),
     threads: int = THREADS_OPTION,
 ) -> None:
     """Solve Sudoku puzzles with a diffusion model.
@@ -766,6 +794,7 @@ def solve_sudoku(
         raise DiffreasonError("--watch shows one chain; it cannot be used with --samples above 1")
     _check_seed(seed)
     _check_temperatures(t_max, t_min)
+    _check_draws(draws)
     _int_in("--threads", threads, 0, MAX_THREADS)
     _check_model_dir(model)
     try:
@@ -797,7 +826,7 @@ def solve_sudoku(
 
     try:
         _runtime(threads)
-        lm = _sudoku_model(model, t_max, t_min)
+        lm = _sudoku_model(model, t_max, t_min, draws)
         sudoku.check_vocabulary(lm)
     except KeyboardInterrupt:
         raise Interrupted(f"before solving; none of the {len(todo)} puzzles was answered") from None
@@ -968,6 +997,7 @@ def eval_sudoku(
     out: Path = typer.Option(Path("evals/reports"), "--out", help="report directory"),
     t_max: float = T_MAX_OPTION,
     t_min: float = T_MIN_OPTION,
+    draws: str = _draws_option("fast"),
     device: str = DEVICE_OPTION,
     threads: int = THREADS_OPTION,
     endpoint: str = ENDPOINT_OPTION,
@@ -1007,6 +1037,7 @@ def eval_sudoku(
         _int_in("--samples values", k, 1, sudoku.MAX_SAMPLES)
     _check_seed(seed)
     _check_temperatures(t_max, t_min)
+    _check_draws(draws)
     _check_device(device)
     _int_in("--threads", threads, 0, MAX_THREADS)
     _check_model_dir(model)
@@ -1023,7 +1054,7 @@ def eval_sudoku(
     lm = ar = None
     if remote is None:
         device = _resolve_device(device)
-        lm = _sudoku_model(model, t_max, t_min)
+        lm = _sudoku_model(model, t_max, t_min, draws)
         sudoku.check_vocabulary(lm)
         lm.model.to(device)
     if baseline is not None:
@@ -1052,6 +1083,7 @@ def eval_json(
     fillings: int = typer.Option(2, "--fillings", help="outputs checked per compiled schema"),
     out: Path = typer.Option(Path("evals/reports"), "--out", help="report directory"),
     heldout: bool = typer.Option(False, "--heldout", help="only schemas the JSON model never trained on"),
+    draws: str = _draws_option("fast"),
     compile_timeout: float = typer.Option(30.0, "--compile-timeout", help="seconds per schema before giving up"),
     threads: int = THREADS_OPTION,
     endpoint: str = ENDPOINT_OPTION,
@@ -1073,6 +1105,7 @@ def eval_json(
         raise DiffreasonError(f"--schemas {str(schemas)!r} is not a directory")
     _writable_dir(out, "--out")
     _check_model_dir(model)
+    _check_draws(draws)
     remote = _remote_engine(endpoint, concurrency, retries)
     _runtime(threads)
     from rich.progress import Progress
@@ -1087,6 +1120,8 @@ def eval_json(
     if not files:
         raise DiffreasonError(f"no schema files selected in {schemas}")
     lm = load_model(model) if model else None
+    if lm is not None:
+        _with_draws(lm, draws)
     tokenizer = lm.tokenizer if lm else train_byte_bpe()
     with Progress(console=err_console, transient=True) as bar:
         task = bar.add_task("schemas", total=len(files))

@@ -74,8 +74,10 @@ class EngineStats:
 
     encode: float = 0.0
     forward: float = 0.0
-    sampler: float = 0.0
-    steps: int = 0
+    sampler: float = 0.0  # the sampler's steps (and step hooks)
+    constraint: float = 0.0  # per canvas: the batch's constraint and first canvas, and the commit (slots' best paths)
+    steps: int = 0  # denoising steps (each a forward over the canvases still running)
+    canvas_steps: int = 0  # canvas-steps: the rows those steps advanced, summed
 
 
 @dataclass
@@ -334,10 +336,12 @@ class Engine:
             (b[1].canvas(k, C) if b[1] is not None else CanvasTemplate.unconstrained(C, V))
             for b in (run.requests[i] for i in run.alive)
         ]
+        t = self._tick()
         constraint = CanvasConstraint.from_templates(templates, device=device)
         state = self.sampler.init_state(
             len(run.alive), C, V, [run.generators[i] for i in run.alive], constraint, device
         )
+        self.stats.constraint += self._tock(t)
         attention = torch.nn.functional.pad(run.attention, (0, C), value=True)
         arange_c = torch.arange(C, dtype=torch.int32, device=device)
         if run.padded:
@@ -382,6 +386,7 @@ class Engine:
             step_hook(state, rows)
         self.stats.sampler += self._tock(t)
         self.stats.steps += 1
+        self.stats.canvas_steps += rows.numel()
         if trace or callback is not None:
             self._record(
                 state, out, canvas.index, run.alive, run.request_ids, run.traces if trace else None, callback
@@ -394,7 +399,9 @@ class Engine:
         canvases [A', C] become what the cache lacks (`_encode` next). False when no canvas follows."""
         device, eos, pad = self.device, self.lm.tokenizer.eos_token_id, self._pad_id()
         state, k = canvas.state, canvas.index
+        t = self._tick()
         committed = self.sampler.commit(state, canvas.templates)
+        self.stats.constraint += self._tock(t)
         is_eos = committed == eos if eos is not None else torch.zeros_like(committed, dtype=torch.bool)
         eos_seen = is_eos.cumsum(-1)
         after_eos = (eos_seen > 0) & ~((eos_seen == 1) & is_eos)

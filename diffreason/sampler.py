@@ -13,21 +13,31 @@ model's logits for the active canvases and advances their `DenoiseState` by one 
 
 The numerics follow transformers' `EntropyBoundSampler` / `StableAndConfidentStoppingCriteria`; with
 `draws="reference"` so do the random draws (a multinomial sample at every position, randint noise), so an
-unconstrained canvas reproduces `model.generate` token for token. `draws="fast"` samples only the accepted positions
-(inverse CDF): the same distributions from fewer random numbers. `draws="sglang"` follows SGLang's Gemma4Renoise
+unconstrained canvas reproduces `model.generate` token for token. `draws="sglang"` follows SGLang's Gemma4Renoise
 stream, so the server plugin reproduces upstream exactly on unconstrained requests. Each canvas draws from its own
 generator, so a request's result never depends on what else shares its batch.
+
+`draws="fast"` samples the same distributions at a fraction of the cost (`_FastPlan`): statistics only over the free
+positions and, where every free position is restricted to a small set, only over the allowed ids (Sudoku: 9 of 1,465
+tokens); a sample only where a position is accepted (inverse CDF); and its random numbers from a counter-based
+generator (splitmix64 of the row's key, step and position, `counter_uniforms`), one uniform per position and step for
+the whole batch at once. A row's key is drawn from its own generator when its canvas starts, so its draws still never
+depend on its batch.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
 import torch
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from diffreason import limits
 from diffreason.canvas import CanvasConstraint, CanvasTemplate
+from diffreason.constrain.slots import PrefixedAutomaton, Slot
+from diffreason.constrain.tokens import TokenAutomaton, _class_scores
+from diffreason.errors import TemplateError
 
 
 class SamplerConfig(BaseModel):
@@ -44,7 +54,8 @@ class SamplerConfig(BaseModel):
     draws: Literal["reference", "fast", "sglang"] = Field(
         "reference",
         description="'reference': transformers' random stream (a sample at every position, token-identical to "
-        "model.generate); 'fast': samples only where accepted (inverse CDF), same distribution, fewer draws; "
+        "model.generate); 'fast': the same distributions from a counter-based stream, statistics over the allowed "
+        "sets, samples only where accepted (inverse CDF) — the cheapest exact draws; "
         "'sglang': SGLang Gemma4Renoise's stream (exponential race at every position), as the server plugin uses",
     )
 
@@ -137,8 +148,12 @@ class DenoiseState:
     stopped_early: torch.Tensor  # [B] bool: stopped by the stop rule, not by the step budget
     constraint: CanvasConstraint | None  # batched masks; None = unconstrained
     generators: list[torch.Generator]
-    self_conditioning: torch.Tensor | None = None  # [B, C, V] tempered (masked) logits of the last step
+    # [B, C, V] tempered (masked) logits of the last step; fast draws update it in place where a canvas is constrained
+    self_conditioning: torch.Tensor | None = None
     mean_entropy: torch.Tensor | None = None  # [B] last step's mean entropy over free positions
+    keys: torch.Tensor | None = None  # [B] int64: each row's counter-stream key (fast draws; drawn from its generator)
+    uniforms: tuple[int, torch.Tensor] | None = None  # fast draws: (first counter, [B, W, C] uniforms of W steps)
+    plans: dict = field(default_factory=dict, repr=False)  # fast draws: `_FastPlan` per set of active rows
 
     @property
     def batch_size(self) -> int:
@@ -154,7 +169,251 @@ class StepOutput:
     accepted: torch.Tensor  # [b, C] bool
     mean_entropy: torch.Tensor  # [b]
     stopped: torch.Tensor  # [b] bool: finished at this step
-    probs: torch.Tensor | None = None  # [b, C, V] float32 tempered, masked probabilities of this step
+    # [b, C, V] float32 tempered, masked probabilities of this step (reference and sglang draws; None with fast draws,
+    # which compute them only where positions are free, over the allowed sets)
+    probs: torch.Tensor | None = None
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# Fast draws: a counter-based random stream, and where a step's work lies
+
+
+_GOLDEN = 0x9E3779B97F4A7C15 - 2**64  # splitmix64's increment and multipliers, as int64 (products wrap mod 2**64)
+_MIX1 = 0xBF58476D1CE4E5B9 - 2**64
+_MIX2 = 0x94D049BB133111EB - 2**64
+
+
+def row_keys(generators: list[torch.Generator], device) -> torch.Tensor:
+    """[B] int64: one key per row, drawn from the row's own generator when its canvas starts — so a row's stream
+    depends on its request's seed and on the canvases that request drew before, never on its batch."""
+    keys = [torch.randint(-(2**63), 2**63 - 1, (1,), generator=g, device=g.device) for g in generators]
+    return torch.cat(keys).to(device) if keys else torch.zeros(0, dtype=torch.long, device=device)
+
+
+def counter_uniforms(keys: torch.Tensor, counters: torch.Tensor, length: int) -> torch.Tensor:
+    """[b, length] float64 uniforms in [0, 1 - 2**-53]: u[i, c] is output number `counters[i] * 2**32 + c` of the
+    splitmix64 stream seeded with `keys[i]`, its top 53 bits over 2**53. Pure integer arithmetic on the batch at once
+    (int64 products wrap; shifts are made logical by masking), identical on every device."""
+    index = counters.long()[:, None] * 2**32 + torch.arange(length, dtype=torch.long, device=keys.device)
+    z = index.mul_(_GOLDEN).add_(keys[:, None])
+    z = z.bitwise_xor_(z.bitwise_right_shift(30).bitwise_and_(2**34 - 1)).mul_(_MIX1)
+    z = z.bitwise_xor_(z.bitwise_right_shift(27).bitwise_and_(2**37 - 1)).mul_(_MIX2)
+    z = z.bitwise_xor_(z.bitwise_right_shift(31).bitwise_and_(2**33 - 1))
+    return z.bitwise_right_shift_(11).bitwise_and_(2**53 - 1).double().mul_(2.0**-53)
+
+
+@dataclass
+class _Group:
+    """Free positions whose statistics run together in one layout (`_FastPlan`)."""
+
+    items: torch.Tensor | None  # [N] their flat positions (None: every position of every row)
+    item_row: torch.Tensor | None  # [N] their rows
+    ids: torch.Tensor | None  # [N, K] compact: each position's allowed ids (None: dense, [N, V])
+    gather: torch.Tensor | None  # [N * K] compact: items * V + ids, into the step's flattened logits
+    bias: torch.Tensor | None  # [N, K] / [N, V] float: -inf where masked (padding; disallowed), else 0 (None: none)
+    sc_items: torch.Tensor | None  # [N] dense: the positions' flat positions in the whole state (self-conditioning)
+    sc_gather: torch.Tensor | None  # [N * K] compact: their entries in the whole state's flattened logits
+
+
+@dataclass
+class _FastPlan:
+    """Where a fast step's work lies, for one canvas's constraint and one set of b active rows (flat positions are
+    row * C + c). Built when a canvas starts and again when its active rows change.
+
+    Fixed positions cost nothing per step: their argmax is their token, their entropy 0, their noise their token.
+    A row whose free positions are all restricted to sets of at most half the vocabulary is "compact": its statistics
+    run over the allowed ids only ([N, K]: K the row's widest set, shorter sets repeating their first id, masked out;
+    rows of one width share a group). The other rows are "dense": over the vocabulary ([N, V], disallowed tokens
+    masked), every position of theirs when nearly all are free. A position's numbers are reduced along its own row of
+    K or V entries, which CPU kernels compute alike wherever the row lies (along columns they do not: the vectorised
+    and the leftover columns round differently), and a row's layout and K depend on its own constraint only: so a
+    row's statistics — like its draws — never depend on its batch."""
+
+    groups: list[_Group]
+    free: torch.Tensor | None  # [b, C] bool, for the acceptance rule (None: every position free)
+    free_count: torch.Tensor | None  # [b] free positions per row, at least 1 (None: every position free)
+    fixed_argmax: torch.Tensor | None  # [b * C] the fixed tokens, 0 at free positions (None: one group, all positions)
+    fixed_gather: torch.Tensor | None  # [F] fixed positions * V + token, not in a group (None: none)
+    fixed_row: torch.Tensor | None  # [F]
+    sc_fixed: torch.Tensor | None  # [F] their index in the whole state's flattened self-conditioning logits
+    noise_table: torch.Tensor | None  # the constraint's `noise_table` (None: noise over the vocabulary)
+    noise_base: torch.Tensor | None  # [b * C] where each position's choices start in it
+    noise_count: torch.Tensor | float  # [b * C] float64 how many (1 at fixed positions), or V
+    noise_last: torch.Tensor | int  # noise_count - 1, as long
+
+    @classmethod
+    def build(cls, constraint: CanvasConstraint | None, rows: torch.Tensor | None, batch: int, length: int,
+              vocab: int) -> "_FastPlan":
+        """The plan of `rows` (None: all `batch` rows) of a state with this constraint."""
+        if constraint is None:
+            everything = _Group(None, None, None, None, None, None, None)
+            return cls([everything], None, None, None, None, None, None, None, None, float(vocab), vocab - 1)
+        device = constraint.free.device
+        if rows is not None:
+            constraint = constraint.rows(rows)
+        else:
+            rows = torch.arange(batch, device=device)
+        b = rows.numel()
+        free, restricted = constraint.free.reshape(-1), constraint.restricted.reshape(-1)
+        index, fixed = constraint.table_index.reshape(-1), constraint.fixed.reshape(-1)
+        width = constraint.table.shape[1]
+        count = torch.where(free, torch.where(restricted, constraint.counts[index], vocab), 1)
+        position = torch.arange(b * length, device=device)
+        in_state = rows.repeat_interleave(length) * length + position % length  # [b * C] flat positions in the state
+        # a row is compact when each of its free positions allows at most half the vocabulary; K: its widest set
+        narrow = torch.where(free, torch.where(restricted & (2 * count <= vocab), 1, 0), 1).view(b, length)
+        compact_row = narrow.all(dim=1) & constraint.free.any(dim=1)
+        row_width = torch.where(free, count, 0).view(b, length).amax(dim=1)
+        items = free.nonzero().flatten()
+        in_compact = compact_row[items // length]
+        groups, fixed_at = [], (~free).nonzero().flatten()
+        neg_inf = torch.tensor(float("-inf"), device=device)
+        for k in sorted(set(row_width[compact_row].tolist())):
+            at = items[in_compact & (row_width[items // length] == k)]
+            ids = constraint.table[index[at], :k]
+            pad = torch.arange(k, device=device) >= count[at][:, None]
+            ids = torch.where(pad, ids[:, :1], ids)
+            groups.append(_Group(at, at // length, ids, (at[:, None] * vocab + ids).flatten(),
+                                 torch.where(pad, neg_inf, 0.0) if bool(pad.any()) else None, None,
+                                 (in_state[at][:, None] * vocab + ids).flatten()))
+        dense = items[~in_compact]
+        if dense.numel() and 10 * dense.numel() >= 9 * b * length:  # (nearly) all positions: all, fixed ones one-hot
+            bias = None
+            if dense.numel() < b * length or bool(restricted.any()):
+                bias = torch.where(constraint.allowed.reshape(b * length, vocab), 0.0, neg_inf)
+            groups.append(_Group(None, None, None, None, bias, None, None))
+            fixed_at = fixed_at[:0]
+        elif dense.numel():
+            bias = None
+            if bool(restricted[dense].any()):
+                allowed = constraint.masks[torch.where(restricted[dense], index[dense] + 1, 0)]
+                bias = torch.where(allowed, 0.0, neg_inf)
+            groups.append(_Group(dense, dense // length, None, None, bias, in_state[dense], None))
+        every = items.numel() == b * length
+        return cls(
+            groups=groups,
+            free=None if every else constraint.free,
+            free_count=None if every else constraint.free.sum(-1).clamp(min=1).float(),
+            fixed_argmax=None if len(groups) == 1 and groups[0].items is None else fixed.clamp(min=0),
+            fixed_gather=fixed_at * vocab + fixed[fixed_at] if fixed_at.numel() else None,
+            fixed_row=fixed_at // length,
+            sc_fixed=in_state[fixed_at] * vocab + fixed[fixed_at],
+            noise_table=constraint.noise_table(),
+            noise_base=torch.where(free, torch.where(restricted, vocab + index * width, 0), fixed.clamp(min=0)),
+            noise_count=count.double(),
+            noise_last=count - 1,
+        )
+
+    def noise(self, u: torch.Tensor) -> torch.Tensor:
+        """[b * C] tokens from uniforms u [b, C]: uniform over each position's allowed set; the fixed token where
+        fixed."""
+        slot = (u.view(-1) * self.noise_count).long()
+        if self.noise_table is None:
+            return slot.clamp_(max=self.noise_last)
+        return self.noise_table[torch.minimum(slot, self.noise_last).add_(self.noise_base)]
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# Commit: the best complete path of every slot, in one Viterbi pass
+
+
+def best_paths(jobs: list[tuple[Slot, torch.Tensor]]) -> list[list[int]]:
+    """`slot.automaton.best_path(log_probs, slot.backward)` for every (slot, log_probs [L, V]) job, identical, with the
+    token automata's Viterbi passes run together (`_joint_viterbi`): a canvas's slots cost one pass over the longest
+    slot instead of one per slot. An optional member's slot (`PrefixedAutomaton`) runs its value's pass with the others
+    and then weighs writing the member against leaving it out, as its own `best_path` does."""
+    paths: list = [None] * len(jobs)
+    viterbi = []  # (job, automaton, log-probabilities, backward sets)
+    for i, (slot, log_probs) in enumerate(jobs):
+        automaton = slot.automaton
+        if isinstance(automaton, TokenAutomaton):
+            viterbi.append((i, automaton, log_probs, slot.backward))
+        elif isinstance(automaton, PrefixedAutomaton):
+            m = len(automaton.literal)
+            viterbi.append((i, automaton.value, log_probs[m:], automaton.value_backward))
+        else:
+            paths[i] = automaton.best_path(log_probs, slot.backward)
+    for (i, _, _, _), value in zip(viterbi, _joint_viterbi([job[1:] for job in viterbi])):
+        slot, log_probs = jobs[i]
+        automaton = slot.automaton
+        if isinstance(automaton, PrefixedAutomaton):  # (as PrefixedAutomaton.best_path decides)
+            lp = log_probs.double().nan_to_num(neginf=-1e30)
+            written = list(automaton.literal) + value
+            at = torch.arange(len(log_probs))
+            if float(lp[at, torch.tensor(written)].sum()) > float(lp[:, automaton.pad].sum()):
+                value = written
+            else:
+                value = [automaton.pad] * len(log_probs)
+        paths[i] = value
+    return paths
+
+
+def _joint_viterbi(jobs: list[tuple[TokenAutomaton, torch.Tensor, torch.Tensor | None]]) -> list[list[int]]:
+    """`TokenAutomaton.best_path` of each (automaton, log_probs [L, V], backward [L+1, S] or None), over the disjoint
+    union of the automata: states, token classes and moves numbered one job after another, each position k a step of
+    every job still that long (a shorter job's scores then stay as they are). Every score is the same float64 sum as
+    the job's own pass, and a state's argmax move is still the first of its job's moves in order, so the paths are
+    identical; the TemplateError of the first job with no complete path is raised as its own pass would."""
+    if not jobs:
+        return []
+    parts, states, classes, moves = [], 0, 0, 0
+    for automaton, log_probs, backward in jobs:
+        log_probs = log_probs[:, : automaton.vocab_size]
+        length = log_probs.shape[0]
+        if backward is None:
+            backward = torch.from_numpy(automaton._class_sets(length)[2])
+        lp = log_probs.double().nan_to_num(neginf=-1e30)
+        score, token = _class_scores(lp, torch.from_numpy(automaton.classes.of).long(), automaton.classes.count)
+        parts.append((automaton, length, backward, score, token, states, classes, moves))
+        states, classes, moves = states + automaton.num_states, classes + automaton.classes.count, moves + len(
+            automaton.src)
+    longest = max(part[1] for part in parts)
+    src = torch.cat([a.src + s0 for a, _, _, _, _, s0, _, _ in parts])
+    tok = torch.cat([a.tok + c0 for a, _, _, _, _, _, c0, _ in parts])
+    dst = torch.cat([a.dst + s0 for a, _, _, _, _, s0, _, _ in parts])
+    scores = torch.full((longest, classes), float("-inf"), dtype=torch.float64)
+    backward = torch.zeros((longest + 1, states), dtype=torch.bool)
+    running = torch.zeros((longest, states), dtype=torch.bool)
+    score = torch.full((states,), float("-inf"), dtype=torch.float64)
+    for a, length, bw, class_score, _, s0, c0, _ in parts:
+        scores[:length, c0 : c0 + a.classes.count] = class_score
+        backward[: length + 1, s0 : s0 + a.num_states] = bw
+        running[:length, s0 : s0 + a.num_states] = True
+        score[s0 + a.initial] = 0.0
+    neg = torch.tensor(float("-inf"), dtype=torch.float64)
+    # per position, each move's target still able to finish and the score of its class (gathered once)
+    live, gain = backward[1:, dst], scores[:, tok]  # [longest, E]
+    edge = torch.arange(len(src))
+    no_edge = torch.tensor(len(src))
+    back_edges = []
+    for k in range(longest):
+        limits.check()
+        from_score = score.index_select(0, src)
+        cand = torch.where(live[k] & torch.isfinite(from_score), from_score + gain[k], neg)
+        new = torch.full((states,), float("-inf"), dtype=torch.float64).scatter_reduce(
+            0, dst, cand, reduce="amax", include_self=True)
+        # the argmax move into each state: the first (lowest-numbered) of those reaching its best score
+        hit = (cand == new.index_select(0, dst)) & torch.isfinite(cand)
+        best = torch.full((states,), len(src), dtype=torch.long).scatter_reduce(
+            0, dst, torch.where(hit, edge, no_edge), reduce="amin", include_self=True)
+        back_edges.append(best)
+        score = torch.where(running[k], new, score)
+    back = torch.stack(back_edges).numpy()  # (len(src): no move; never on a path that finishes)
+    src_np, tok_np = src.numpy(), tok.numpy()
+    paths = []
+    for a, length, _, _, token, s0, c0, _ in parts:
+        final = torch.where(a.accepting, score[s0 : s0 + a.num_states], neg)
+        state = int(final.argmax())
+        if not torch.isfinite(final[state]):
+            raise TemplateError("no complete value fits the slot")
+        token = token.numpy()
+        tokens, state = [], state + s0
+        for k in range(length - 1, -1, -1):
+            e = int(back[k, state])
+            tokens.append(int(token[k, tok_np[e] - c0]))
+            state = int(src_np[e])
+        paths.append(tokens[::-1])
+    return paths
 
 
 # --------------------------------------------------------------------------------------------------------------------
@@ -188,9 +447,15 @@ class RenoiseSampler:
         """A fresh batch of canvases: uniform random tokens (within allowed sets), fixed tokens clamped."""
         if len(generators) != batch:
             raise ValueError(f"need one generator per canvas: {len(generators)} for {batch}")
-        canvas = torch.stack([self._uniform_tokens(vocab_size, canvas_length, g, device) for g in generators])
-        if constraint is not None:
-            canvas = self.constrain_noise(canvas, constraint, generators)
+        keys = plan = None
+        if self.config.draws == "fast":
+            keys = row_keys(generators, device)
+            plan = _FastPlan.build(constraint, None, batch, canvas_length, vocab_size)
+            canvas = plan.noise(counter_uniforms(keys, torch.zeros_like(keys), canvas_length)).view(batch, -1)
+        else:
+            canvas = torch.stack([self._uniform_tokens(vocab_size, canvas_length, g, device) for g in generators])
+            if constraint is not None:
+                canvas = self.constrain_noise(canvas, constraint, generators)
         return DenoiseState(
             canvas=canvas,
             argmax=canvas.clone(),
@@ -201,6 +466,8 @@ class RenoiseSampler:
             stopped_early=torch.zeros(batch, dtype=torch.bool, device=canvas.device),
             constraint=constraint,
             generators=list(generators),
+            keys=keys,
+            plans={} if plan is None else {None: plan},
         )
 
     # -- one step -------------------------------------------------------------------------------------------------
@@ -210,11 +477,13 @@ class RenoiseSampler:
         if rows is None:
             rows = state.active_rows()
         whole = rows.numel() == state.batch_size
-        constraint = state.constraint if (whole or state.constraint is None) else state.constraint.rows(rows)
-        pick = (lambda t: t) if whole else (lambda t: t[rows])
         batch, length, vocab = logits.shape
         if batch != rows.numel():
             raise ValueError(f"logits for {batch} canvases, but {rows.numel()} rows to advance")
+        if self.config.draws == "fast":
+            return self._fast_step(logits, state, rows, whole)
+        constraint = state.constraint if (whole or state.constraint is None) else state.constraint.rows(rows)
+        pick = (lambda t: t) if whole else (lambda t: t[rows])
 
         # 1-2. temperature, then constraints: every statistic below sees only allowed tokens.
         temperature = self.config.temperature(pick(state.steps_left))
@@ -271,6 +540,154 @@ class RenoiseSampler:
             state.self_conditioning[rows], state.mean_entropy[rows] = tempered, mean_entropy
         return StepOutput(rows=rows, accepted=accepted, mean_entropy=mean_entropy, stopped=done, probs=probs)
 
+    def _fast_step(self, logits: torch.Tensor, state: DenoiseState, rows: torch.Tensor, whole: bool) -> StepOutput:
+        """`step` with fast draws: the work of `_FastPlan` (free positions only, over their allowed sets), one counter
+        uniform per position (`counter_uniforms`) serving the sample where accepted and the noise elsewhere."""
+        batch, length, vocab = logits.shape
+        plan = self._plan(state, rows, whole, length, vocab)
+        if state.keys is None:
+            state.keys = row_keys(state.generators, logits.device)
+        pick = (lambda t: t) if whole else (lambda t: t[rows])
+        steps_left, steps_taken = pick(state.steps_left), pick(state.steps_taken)
+        temperature = self.config.temperature(steps_left)
+        flat = logits.reshape(batch * length, vocab)
+
+        # 1-3. per group: the tempered logits over the allowed sets (masked: -inf where disallowed), probabilities,
+        # argmax and entropy H = log S - sum p (t - max), S the softmax's sum (= 1 / p_max)
+        stats = [self._group_stats(group, logits, flat, temperature) for group in plan.groups]
+        if plan.fixed_argmax is None:
+            entropy, argmax = stats[0][0], stats[0][1]
+        else:
+            entropy = flat.new_zeros(batch * length, dtype=torch.float32)
+            argmax = plan.fixed_argmax.clone()
+            for group, (item_entropy, item_argmax, *_) in zip(plan.groups, stats):
+                entropy.index_copy_(0, group.items, item_entropy)
+                argmax.index_copy_(0, group.items, item_argmax)
+        entropy, argmax = entropy.view(batch, length), argmax.view(batch, length)
+
+        # 4. acceptance; one uniform per position: the sample where accepted, the noise elsewhere
+        accepted = self.acceptance(entropy, plan.free)
+        u = self._uniforms(state, rows, whole, steps_taken, length)
+        canvas = plan.noise(u)
+        for group, group_stats in zip(plan.groups, stats):
+            self._group_samples(group, group_stats, accepted, u, canvas)
+        canvas = canvas.view(batch, length)
+
+        # 5. stopping, on free positions only (fixed ones have entropy 0)
+        mean_entropy = entropy.mean(dim=-1) if plan.free_count is None else entropy.sum(-1) / plan.free_count
+        stop, history = self.stop(state.history[:, rows] if not whole else state.history, argmax, mean_entropy)
+        steps_left = steps_left - 1
+        done = stop | (steps_left <= 0)
+
+        # self-conditioning: the masked tempered logits [B, C, V], written where they change
+        sc = state.self_conditioning
+        if sc is None and (plan.fixed_argmax is not None or not whole):
+            sc = torch.full((state.batch_size, length, vocab), float("-inf"), device=logits.device)
+        for group, (*_, masked, tempered) in zip(plan.groups, stats):
+            if group.items is None:  # (`masked` is this step's own tensor)
+                if whole:
+                    sc = masked.view(batch, length, vocab)
+                else:
+                    sc[rows] = masked.view(batch, length, vocab)
+            elif group.ids is not None:  # (padding repeats an allowed id with its own value)
+                sc.view(-1).index_copy_(0, group.sc_gather, tempered.reshape(-1).to(sc.dtype))
+            else:
+                sc.view(-1, vocab).index_copy_(0, group.sc_items, masked.to(sc.dtype))
+        if plan.fixed_gather is not None:
+            fixed = flat.view(-1).index_select(0, plan.fixed_gather) / temperature[plan.fixed_row]
+            sc.view(-1).index_copy_(0, plan.sc_fixed, fixed.to(sc.dtype))
+        if whole:
+            state.canvas, state.argmax, state.history = canvas, argmax, history
+            state.steps_left, state.steps_taken = steps_left, state.steps_taken + 1
+            state.done, state.stopped_early = done, stop
+            state.mean_entropy = mean_entropy
+        else:
+            state.canvas[rows], state.argmax[rows], state.history[:, rows] = canvas, argmax, history
+            state.steps_left[rows], state.steps_taken[rows] = steps_left, state.steps_taken[rows] + 1
+            state.done[rows], state.stopped_early[rows] = done, stop
+            if state.mean_entropy is None:
+                state.mean_entropy = mean_entropy.new_zeros(state.batch_size)
+            state.mean_entropy[rows] = mean_entropy
+        state.self_conditioning = sc
+        return StepOutput(rows=rows, accepted=accepted, mean_entropy=mean_entropy, stopped=done)
+
+    @staticmethod
+    def _group_stats(group: _Group, logits: torch.Tensor, flat: torch.Tensor, temperature: torch.Tensor) -> tuple:
+        """(entropy [N], argmax token [N], p_max [N], argmax rank [N], probs, masked, tempered) of a group's N
+        positions; their tensors are [N, K] (compact) or [N, V] (dense)."""
+        if group.ids is not None:
+            tempered = (flat.view(-1).index_select(0, group.gather).view(group.ids.shape)
+                        / temperature[group.item_row, None])
+        elif group.items is None:
+            tempered = (logits / temperature[:, None, None]).view(flat.shape)
+        else:
+            tempered = flat.index_select(0, group.items) / temperature[group.item_row, None]
+        masked = tempered if group.bias is None else tempered + group.bias
+        probs = torch.softmax(masked, dim=1, dtype=torch.float32)
+        top, rank = masked.max(dim=1, keepdim=True)  # (the first maximal index, as argmax)
+        top_prob = probs.amax(dim=1)
+        entropy = -top_prob.log() - (probs * (tempered - top)).sum(dim=1)
+        rank = rank.squeeze(1)
+        argmax = group.ids.gather(1, rank[:, None]).squeeze(1) if group.ids is not None else rank
+        return entropy, argmax, top_prob, rank, probs, masked, tempered
+
+    @staticmethod
+    def _group_samples(group: _Group, stats: tuple, accepted: torch.Tensor, u: torch.Tensor,
+                       canvas: torch.Tensor) -> None:
+        """Write a sample into `canvas` [b * C] at the group's accepted positions: inverse CDF with the argmax first
+        (u < p_max takes it; most accepted positions are nearly certain), the others' cumulative probabilities
+        searched only for the positions that need them."""
+        _, argmax, top_prob, rank, probs, _, _ = stats
+        chosen = accepted.view(-1) if group.items is None else accepted.view(-1).index_select(0, group.items)
+        where = chosen.nonzero().flatten()
+        if not where.numel():
+            return
+        at = where if group.items is None else group.items[where]
+        v = u.view(-1)[at] - top_prob[where]
+        canvas[at] = argmax[where]
+        rest = (v >= 0).nonzero().flatten()
+        if rest.numel():
+            others, at = where[rest], at[rest]
+            p = probs[others].double()
+            cdf = p.scatter_(1, rank[others, None], 0.0).cumsum(-1)
+            hit = torch.searchsorted(cdf, v[rest, None], right=True).squeeze(1)
+            # (v can pass the others' total by a rounding error of the probabilities: the last one with mass)
+            hit = torch.minimum(hit, (p > 0).long().cumsum(-1).argmax(-1))
+            canvas[at] = group.ids[others, hit] if group.ids is not None else hit
+
+    def _uniforms(self, state: DenoiseState, rows: torch.Tensor, whole: bool, steps_taken: torch.Tensor,
+                  length: int) -> torch.Tensor:
+        """[b, C] this step's uniforms of the rows (counter: steps taken + 1; 0 drew the initial canvas). Rows step
+        together, so the uniforms of the canvas's next steps are made at once (a window of at most 2**20)."""
+        counters = steps_taken.long() + 1
+        low, high = counters.aminmax()
+        low, high = int(low), int(high)
+        if low != high:  # (rows out of step)
+            return counter_uniforms(state.keys[rows], counters, length)
+        first, window = state.uniforms if state.uniforms is not None else (0, None)
+        if window is None or not first <= low < first + window.shape[1]:
+            batch = state.batch_size
+            span = max(1, min(self.config.max_denoising_steps, 2**20 // max(1, batch * length)))
+            steps = torch.arange(low, low + span, device=counters.device).repeat(batch)
+            window = counter_uniforms(state.keys.repeat_interleave(span), steps, length).view(batch, span, length)
+            state.uniforms, first = (low, window), low
+        return (window[:, low - first] if whole else window[rows, low - first]).contiguous()
+
+    @staticmethod
+    def _plan(state: DenoiseState, rows: torch.Tensor, whole: bool, length: int, vocab: int) -> "_FastPlan":
+        """The state's plan for these rows, built when they change (subsets only shrink: older plans are dropped)."""
+        key = None if whole else tuple(rows.tolist())
+        plan = state.plans.get(key)
+        if plan is None:
+            build = _FastPlan.build
+            if None not in state.plans:  # (a state made without init_state)
+                state.plans[None] = build(state.constraint, None, state.batch_size, length, vocab)
+            if key is not None:
+                state.plans = {None: state.plans[None], key: build(state.constraint, rows, state.batch_size, length,
+                                                                   vocab)}
+            plan = state.plans[key]
+        return plan
+
     # -- commit ---------------------------------------------------------------------------------------------------
 
     @staticmethod
@@ -278,15 +695,15 @@ class RenoiseSampler:
         """The canvases to commit: the last argmax, with every slot of row j's template replaced by the best complete
         path of its automaton under the last step's distribution, so a committed slot is always in its language."""
         committed = state.argmax
-        slotted = [(j, t.slots) for j, t in enumerate(templates or []) if t is not None and t.slots]
-        if slotted:
+        jobs = [(j, slot) for j, t in enumerate(templates or []) if t is not None for slot in t.slots]
+        if jobs:
             committed = committed.clone()
-            log_probs = torch.log_softmax(state.self_conditioning.float(), dim=-1)
-            for j, slots in slotted:
-                for slot in slots:
-                    span = slice(slot.start, slot.start + slot.length)
-                    path = slot.automaton.best_path(log_probs[j, span].cpu(), slot.backward)
-                    committed[j, span] = torch.tensor(path, device=committed.device)
+            log_probs = torch.log_softmax(state.self_conditioning.float(), dim=-1).cpu()
+            paths = best_paths([(slot, log_probs[j, slot.start : slot.start + slot.length]) for j, slot in jobs])
+            rows = torch.tensor([j for j, slot in jobs for _ in range(slot.length)])
+            columns = torch.tensor([c for _, slot in jobs for c in range(slot.start, slot.start + slot.length)])
+            committed[rows.to(committed.device), columns.to(committed.device)] = torch.tensor(
+                [t for path in paths for t in path], device=committed.device)
         return committed
 
     # -- random draws -----------------------------------------------------------------------------------------------
