@@ -1407,6 +1407,110 @@ def eval_infill(
         raise typer.Exit(EXIT_SOME_FAILED)
 
 
+@eval_app.command("suite")
+def eval_suite(
+    name: str = typer.Argument(None, help="a named suite: quick (a few minutes on one CPU thread) or full (the "
+                               "published reports' sets)"),
+    suite_file: Path = typer.Option(None, "--suite-file", help="a suite of your own: a TOML or JSON file with "
+                                    "`entries`, each task, set, mode, n and options (see docs/cli.md)"),
+    out: Path = typer.Option(None, "--out", help="report directory (default: evals/reports/suite-NAME); it holds "
+                             "results.jsonl, from which a stopped run continues"),
+    seed: int = SEED_OPTION,
+    sudoku_model: Path = typer.Option(None, "--sudoku-model", help="Sudoku checkpoint (default: the embedded one)"),
+    json_model: Path = typer.Option(None, "--json-model", help="JSON checkpoint (default: the embedded one)"),
+    code_model: Path = typer.Option(None, "--code-model", help="code checkpoint (default: the embedded one)"),
+    baseline: Path = typer.Option(None, "--baseline", help="an autoregressive Sudoku baseline (`train sudoku-ar`'s "
+                                  "RUN/model): the suite's Sudoku sets also run in mode autoregressive"),
+    restart: bool = typer.Option(False, "--restart", help="discard the results in --out and start afresh"),
+    report_only: bool = typer.Option(False, "--report-only", help="only rebuild the report from --out's "
+                                     "results.jsonl"),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="no progress bars (there are none when stderr is not a "
+                               "terminal)"),
+    device: str = DEVICE_OPTION,
+    threads: int = THREADS_OPTION,
+) -> None:
+    """Run a suite of evals — Sudoku tiers and puzzle files, JSON schemas, code infilling, each in its modes and
+    baselines — and write one report: suite.json / .md / .png.
+
+    Every finished item is a line of <out>/results.jsonl: run the same command again after a stop (Ctrl-C, a kill)
+    and it continues where it stopped; the same seed gives the same results, item by item."""
+    from diffreason.evals import suite as suites
+
+    if report_only:
+        if out is None and name is None and suite_file is None:
+            raise DiffreasonError("--report-only needs the suite's --out (or its name)")
+        out = out or Path("evals/reports") / f"suite-{name or suite_file.stem}"
+        head, lines = suites.Results(out / "results.jsonl").read()
+        if head is None:
+            raise DiffreasonError(f"no suite results in {str(out)!r} (no results.jsonl with a header)")
+        _write_suite_report(suites, out, head, lines)
+        return
+    if (name is None) == (suite_file is None):
+        raise DiffreasonError("give a suite name (" + ", ".join(suites.SUITES) + ") or --suite-file FILE"
+                              + (", not both" if name is not None else ""))
+    _check_seed(seed)
+    _check_device(device)
+    _int_in("--threads", threads, 0, MAX_THREADS)
+    has_baseline = baseline is not None
+    suite = (suites.named_suite(name, has_baseline) if name is not None
+             else suites.load_suite_file(suite_file, has_baseline))
+    from diffreason.infilling import code_model_path
+    from diffreason.model import check_checkpoint
+
+    paths = {"sudoku": sudoku_model or EMBEDDED_SUDOKU, "json": json_model or EMBEDDED_JSON,
+             "code": code_model or code_model_path(), "baseline": baseline}
+    used = suites.models_used(suite)
+    if has_baseline and "baseline" not in used:
+        raise DiffreasonError(f"--baseline is given but suite {suite.name!r} has no entry in mode autoregressive")
+    for role in sorted(used):
+        if role == "baseline" and not (baseline / "config.json").is_file():
+            raise DiffreasonError(f"--baseline {str(baseline)!r} is not a checkpoint directory (no config.json)")
+        if role != "baseline":
+            check_checkpoint(paths[role])
+    out = out or Path("evals/reports") / f"suite-{suite.name}"
+    _writable_dir(out, "--out")
+    items = [suites.Items(entry) for entry in suite.entries]  # (a missing or bad file fails here, before torch)
+    # (absolute: the same checkpoints whatever the working directory of a run that continues it)
+    head = suites.header(suite, seed, {role: str(Path(paths[role]).resolve()) for role in sorted(used)},
+                         _eval_command("suite"), items)
+    results = suites.Results(out / "results.jsonl")
+    done = results.start(head, restart)
+    _runtime(threads)
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    models = suites.Models(paths, _resolve_device(device))
+    try:
+        with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                      console=err_console, transient=False, disable=quiet or not err_console.is_terminal) as bar:
+            def progress(entry, total: int, already: int):
+                task = bar.add_task(f"{entry.task} {entry.set} {entry.label}", total=total, completed=already)
+                return lambda k: bar.advance(task, k)
+
+            suites.run(suite, seed, results, done, models, progress, items=items)
+    except KeyboardInterrupt:
+        raise Interrupted(f"the finished items are kept in {results.path}; the same command continues the suite") \
+            from None
+    head, lines = results.read()
+    _write_suite_report(suites, out, head, lines)
+
+
+def _write_suite_report(suites, out: Path, head: dict, lines: list[dict]) -> None:
+    """suite.json / .md / .png from the results; the markdown on stdout; exit code 1 on a JSON problem (a crashed
+    compile, an invalid output: bugs)."""
+    try:
+        paths = suites.write_report(out, head, lines)
+    except OSError as exc:
+        raise DiffreasonError(f"cannot write the report to {str(out)!r}: {exc.strerror or exc}") from None
+    for path in paths:
+        err_console.print(f"wrote {path}")
+    print((out / "suite.md").read_text())
+    problems = [p for line in lines if line["task"] == "json" for p in line["record"].get("problems", [])]
+    for problem in problems[:20]:
+        _stderr_line(f"error: {problem}")
+    if problems:
+        raise typer.Exit(EXIT_SOME_FAILED)
+
+
 class GridWatcher:
     """Live Sudoku grid: givens bold, cells accepted this step green, the rest the model's current guess, dim."""
 

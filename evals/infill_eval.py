@@ -38,7 +38,7 @@ from pathlib import Path
 from diffreason.tasks.infill.grammar import scan
 from diffreason.tasks.infill.holes import parse_pair
 from diffreason.tasks.infill.humaneval import InfillTask, check_program, default_task_files, load_tasks
-from diffreason.tasks.infill.search import Candidate, Searcher, parses, pick_length
+from diffreason.tasks.infill.search import Candidate, Searcher, pick_length
 
 K_POINTS = (1, 4, 16)
 
@@ -123,7 +123,7 @@ def heldout_spans(n: int, seed: int = 0) -> list[InfillTask]:
     return tasks
 
 
-def _percentile(values, q):
+def percentile(values, q):
     values = sorted(values)
     if not values:
         return None
@@ -252,7 +252,7 @@ def summarise(records: list[dict], samples: int, modes: Sequence[str], max_steps
     out["exact_match_lines"] = _rate(r["exact_lines"] for r in records)
     steps = [r["steps"] for r in records]
     out["median_steps"] = statistics.median(steps) if steps else None
-    out["p90_steps"] = _percentile(steps, 0.9)
+    out["p90_steps"] = percentile(steps, 0.9)
     out["mean_steps_all_candidates"] = round(statistics.mean(s for r in records for s in r["steps_all"]), 2) \
         if records else None
     out["seconds_per_task"] = round(statistics.mean(r["seconds_search"] for r in records), 3) if n else None

@@ -1,0 +1,229 @@
+"""`diffreason eval suite` as a user runs it: one report from a suite file; a killed run continues to the very results
+of an uninterrupted one; a changed definition, an unknown suite or a bad file is one line and exit code 2."""
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+ENV = {**os.environ, "PYTHONWARNINGS": "ignore", "OMP_NUM_THREADS": "1"}
+TIMING = ("seconds", "seconds_per_item", "items_per_second")
+
+
+def command(*args):
+    return [sys.executable, "-m", "diffreason.cli", "eval", "suite", *args]
+
+
+def run(*args, timeout=300):
+    return subprocess.run(command(*args), capture_output=True, text=True, timeout=timeout, env=ENV)
+
+
+def one_error_line(p, message):
+    assert p.returncode == 2, p.stderr
+    lines = [line for line in p.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, p.stderr
+    assert lines[0].startswith("error: ") and message in lines[0], lines[0]
+
+
+def write_suite(folder, file="suite.json", **change):
+    """A tiny suite: generated easy puzzles (chunks of 2), hard ones with two chains, a puzzle file, two schemas."""
+    from diffreason.tasks import sudoku
+
+    folder.mkdir(parents=True, exist_ok=True)
+    puzzles = [sudoku.to_string(sudoku.generate("easy", 10**6 + k).puzzle) for k in range(3)]
+    (folder / "puzzles.txt").write_text("# three easy ones\n" + "\n".join(puzzles) + "\nnot a puzzle\n")
+    schemas = folder / "schemas"
+    schemas.mkdir(exist_ok=True)
+    (schemas / "Tiny_a.json").write_text(json.dumps({"schema": {"type": "object", "properties": {
+        "name": {"type": "string"}, "age": {"type": "integer"}}, "required": ["name", "age"]}}))
+    (schemas / "Tiny_b.json").write_text(json.dumps({"schema": {"type": "array", "items": {"type": "boolean"},
+                                                                "minItems": 1, "maxItems": 3}}))
+    suite = {"name": "tiny", "entries": [
+        {"task": "sudoku", "set": "easy", "mode": "model", "n": 6, "options": {"chunk": 2}},
+        {"task": "sudoku", "set": "hard", "mode": "model", "n": 3, "options": {"samples": 2, "chunk": 1}},
+        {"task": "sudoku", "set": "mine", "mode": "verified", "n": 0, "options": {"file": "puzzles.txt"}},
+        {"task": "json", "set": "all", "mode": "random", "n": 0, "options": {"schemas": "schemas", "fillings": 2}},
+    ]}
+    suite.update(change)
+    path = folder / file
+    path.write_text(json.dumps(suite))
+    return path
+
+
+def items(out):
+    """results.jsonl without the wall times (and the header's command): what a seed must reproduce."""
+    lines = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
+    lines[0]["header"].pop("command")
+    return [{k: v for k, v in line.items() if k not in TIMING} for line in lines]
+
+
+def numbers(out):
+    report = json.loads((out / "suite.json").read_text())
+    report.pop("command")
+    report.pop("seconds")
+    for row in report["rows"]:
+        for key in TIMING:
+            row.pop(key, None)
+    for c in report["comparisons"]:
+        for key in TIMING:
+            c.pop(key, None)
+    return report
+
+
+@pytest.fixture(scope="module")
+def finished(tmp_path_factory):
+    """An uninterrupted run of the tiny suite: (suite file, out)."""
+    folder = tmp_path_factory.mktemp("suite")
+    path = write_suite(folder)
+    out = folder / "out"
+    p = run("--suite-file", str(path), "--out", str(out), "--seed", "5")
+    assert p.returncode == 0, p.stderr
+    return path, out
+
+
+def test_suite_writes_one_report_with_the_counts(finished):
+    path, out = finished
+    lines = items(out)
+    assert "header" in lines[0] and lines[0]["header"]["seed"] == 5 and len(lines[0]["header"]["entries"]) == 4
+    report = json.loads((out / "suite.json").read_text())
+    rows = {(r["task"], r["set"], r["mode"]): r for r in report["rows"]}
+    assert list(rows) == [("sudoku", "easy", "model"), ("sudoku", "hard", "model ×2"),
+                          ("sudoku", "mine", "verified"), ("json", "all", "random")]
+    assert [r["done"] for r in rows.values()] == [6, 3, 3, 2]  # (the file's bad line skipped; n 0: all)
+    assert len(lines) == 1 + 6 + 3 + 3 + 2 and report["items"] == 14 and report["complete"]
+    easy = rows["sudoku", "easy", "model"]
+    solved = [x for x in lines[1:7] if x["solved"]]
+    assert easy["solved_rate"] == round(len(solved) / 6, 4)
+    assert easy["steps_median"] is not None and easy["steps_p90"] >= easy["steps_median"]
+    # the curve: solved within s steps, reaching the solve rate at the most steps any puzzle took
+    assert easy["within_steps"][-1] == easy["solved_rate"] and len(easy["within_steps"]) == max(
+        x["steps"] for x in lines[1:7])
+    assert easy["seconds_per_item"] > 0 and easy["items_per_second"] > 0
+    assert all(x["record"]["samples"] <= 2 for x in lines[7:10])
+    schemas = rows["json", "all", "random"]
+    assert schemas["baseline"] and schemas["valid_rate"] == 1.0 and schemas["json"]["outputs"] == 4
+    assert sorted(x["id"] for x in lines[13:]) == ["Tiny_a.json", "Tiny_b.json"]
+    md = (out / "suite.md").read_text()
+    assert f"--suite-file {path}" in md and "| sudoku | mine | verified | 3 |" in md
+    assert (out / "suite.png").stat().st_size > 1000
+    # --report-only rebuilds the same report from results.jsonl alone
+    before = numbers(out)
+    p = run("--report-only", "--out", str(out))
+    assert p.returncode == 0, p.stderr
+    assert numbers(out) == before
+
+
+def test_a_killed_run_continues_to_the_same_results(finished, tmp_path):
+    _, done = finished
+    path = write_suite(tmp_path)
+    out = tmp_path / "out"
+    results = out / "results.jsonl"
+    proc = subprocess.Popen(command("--suite-file", str(path), "--out", str(out), "--seed", "5"), env=ENV,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and proc.poll() is None:
+            if results.exists() and len(results.read_text().splitlines()) >= 3:  # the header and a first chunk
+                break
+            time.sleep(0.02)
+        proc.send_signal(signal.SIGKILL)
+    finally:
+        proc.wait()
+    kept = results.read_text().splitlines()
+    assert proc.returncode == -signal.SIGKILL and 3 <= len(kept) < 15, len(kept)
+    assert not (out / "suite.json").exists()
+    p = run("--suite-file", str(path), "--out", str(out), "--seed", "5")
+    assert p.returncode == 0, p.stderr
+    assert results.read_text().splitlines()[: len(kept)] == kept  # continued, not redone
+    assert items(out)[1:] == items(done)[1:]  # (the headers differ in the folder of the suite file only)
+    assert numbers(out) == numbers(done)
+
+
+def test_a_changed_definition_is_refused_on_resume(finished, tmp_path):
+    path, done = finished
+    out = tmp_path / "out"
+    shutil.copytree(done, out)
+    entries = json.loads(path.read_text())["entries"]
+    entries[0]["n"] = 5
+    changed = write_suite(path.parent, "changed.json", entries=entries)
+    one_error_line(run("--suite-file", str(changed), "--out", str(out), "--seed", "5"),
+                   "holds results of another suite definition: the entries differ (from entry 1; 4 there, 4 now)")
+    one_error_line(run("--suite-file", str(path), "--out", str(out), "--seed", "6"),
+                   "the seed differs (5 there, 6 now); pass --restart to discard them")
+    assert items(out) == items(done)  # untouched
+
+
+@pytest.mark.parametrize("args, message", [
+    (["nosuch"], "unknown suite 'nosuch'; the named suites are quick, full"),
+    ([], "give a suite name (quick, full) or --suite-file FILE"),
+    (["quick", "--suite-file", "SUITE"], "not both"),
+    (["--suite-file", "MISSING"], "cannot be read"),
+    (["--suite-file", "TOML:[[entries]]\ntask = "], "is not TOML"),
+    (["--suite-file", 'JSON:{"entries": [{"task": "chess", "set": "a", "mode": "model", "n": 1}]}'],
+     "entry 1: unknown task 'chess'"),
+    (["--suite-file", 'JSON:{"entries": [{"task": "sudoku", "set": "easy", "mode": "model", "n": 2, '
+      '"options": {"samples": 0}}]}'], "entry 1: option 'samples' must lie in [1, 256], got 0"),
+    (["--suite-file", 'JSON:{"entries": [{"task": "sudoku", "set": "easy", "mode": "model", "n": "2"}]}'],
+     "`n` must be an integer"),
+    (["--suite-file", 'JSON:{"entries": [{"task": "sudoku", "set": "easy", "mode": "autoregressive", "n": 2}]}'],
+     "give its checkpoint with --baseline DIR"),
+    (["--suite-file", 'JSON:{"entries": [{"task": "sudoku", "set": "mine", "mode": "model", "n": 0, '
+      '"options": {"file": "nope.txt"}}]}'], "nope.txt"),
+    (["--report-only", "--out", "EMPTY"], "no suite results in"),
+])
+def test_bad_input_is_one_line_and_exit_2(args, message, tmp_path):
+    def arg(a):
+        if a == "SUITE" or a == "MISSING":
+            return str(tmp_path / "suite.json")
+        if a == "EMPTY":
+            return str(tmp_path)
+        if a.startswith(("TOML:", "JSON:")):
+            path = tmp_path / ("suite.toml" if a.startswith("TOML:") else "suite.json")
+            path.write_text(a[5:])
+            return str(path)
+        return a
+
+    if "SUITE" in args:
+        write_suite(tmp_path)
+    p = run(*map(arg, args), "--out", str(tmp_path / "out")) if "--out" not in args else run(*map(arg, args))
+    one_error_line(p, message)
+    assert "Traceback" not in p.stderr
+
+
+def test_a_line_cut_off_by_a_kill_is_dropped_and_the_run_goes_on(tmp_path):
+    from diffreason.evals.suite import Results, SuiteError
+
+    results = Results(tmp_path / "results.jsonl")
+    head = {"suite": "s", "entries": [], "seed": 0}
+    assert results.start(head, restart=False) == []
+    results.append([{"task": "sudoku", "item": 0}, {"task": "sudoku", "item": 1}])
+    with open(results.path, "a") as f:
+        f.write('{"task": "sudoku", "it')  # a write the kill cut off
+    assert results.start(head, restart=False) == [{"task": "sudoku", "item": 0}, {"task": "sudoku", "item": 1}]
+    assert results.path.read_text().endswith('"item": 1}\n')  # cut from the file: appending goes on after it
+    with pytest.raises(SuiteError, match="another suite definition: the seed differs"):
+        results.start({**head, "seed": 1}, restart=False)
+    assert results.start({**head, "seed": 1}, restart=True) == []
+    assert len(results.path.read_text().splitlines()) == 1
+
+
+def test_the_named_suites_are_valid_and_name_their_baseline_entries():
+    from diffreason.evals.suite import SuiteError, models_used, named_suite
+
+    for name in ("quick", "full"):
+        plain, with_ar = named_suite(name, baseline=False), named_suite(name, baseline=True)
+        assert {e.task for e in plain.entries} == {"sudoku", "json", "infill"}
+        assert models_used(plain) == {"sudoku", "json", "code"}
+        added = [e for e in with_ar.entries if e not in plain.entries]
+        assert added and all(e.mode == "autoregressive" for e in added)
+        assert {e.set for e in added} == {e.set for e in plain.entries if e.task == "sudoku"}
+    full = named_suite("full", baseline=False)
+    assert {e.set for e in full.entries if e.task == "sudoku"} == {"easy", "medium", "hard", "extreme", "diabolical"}
+    assert {e.label for e in full.entries if e.task == "sudoku"} == {"model", "verified", "model ×16"}
+    with pytest.raises(SuiteError, match="unknown suite 'fast'"):
+        named_suite("fast", baseline=False)
