@@ -371,7 +371,7 @@ def _line_shapes(ctx: HoleContext) -> list[_Shape] | None:
     if not (ctx.whole_line and ctx.single_line and ctx.next_known and ctx.unit is not None) or ctx.open_before:
         return None
     u, nxt, heads = re.escape(ctx.unit), ctx.next_indent, dict(ctx.heads)
-    levels: set[int] = set(heads)
+    levels = set(ctx.first_levels)  # (the open levels at or past the block's: the next statement's is past it)
     if ctx.first_deeper is not None:
         d = ctx.first_deeper
         if nxt is None or nxt < d:  # (the next statement dedents below the new block: the line is its body)
@@ -393,7 +393,7 @@ def _line_shapes(ctx: HoleContext) -> list[_Shape] | None:
             continue  # a statement here would leave the next one at a level that is not open
         continues = tuple(k for k, after in _CONTINUES.items() if heads.get(w) in after)
         shapes.append(_Shape(f"{u}{{{w}}}" if w else "", opens, continues, comment_ok))
-    return shapes
+    return shapes or None  # (none: the code around the hole cannot parse whatever it holds; no rule then)
 
 
 def _word_not_in(words: Sequence[str]) -> str:
@@ -454,7 +454,7 @@ def _shape_regex(shapes: list[_Shape]) -> str:
         if opens:
             with_code.append(at(indents) + "(?:" + "|".join(k for k in _OPENERS if k != "elif" or k in continues)
                              + ")")
-            bare.append(at(indents) + "(?:" + "|".join(["try", *(k for k in ("else", "finally") if k in continues)])
+            bare.append(at(indents) + "(?:" + "|".join(k for k in _BARE if k not in _CONTINUES or k in continues)
                         + ")")
             if "except" in continues:
                 with_code.append(at(indents) + "except")
@@ -476,7 +476,6 @@ def _shape_regex(shapes: list[_Shape]) -> str:
     if commented:
         out.append(f"{at(commented)}#{any_}*")
     return "(?:" + "|".join(out) + ")\\n"
-
 
 
 @dataclass(frozen=True)
