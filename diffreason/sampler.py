@@ -36,7 +36,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from diffreason import limits
 from diffreason.canvas import CanvasConstraint, CanvasTemplate
 from diffreason.constrain.slots import PrefixedAutomaton, Slot
-from diffreason.constrain.tokens import TokenAutomaton, _class_scores
+from diffreason.constrain.tokens import TokenAutomaton, class_scores
 from diffreason.errors import TemplateError
 
 
@@ -363,7 +363,7 @@ def _joint_viterbi(jobs: list[tuple[TokenAutomaton, torch.Tensor, torch.Tensor |
         if backward is None:
             backward = torch.from_numpy(automaton._class_sets(length)[2])
         lp = log_probs.double().nan_to_num(neginf=-1e30)
-        score, token = _class_scores(lp, torch.from_numpy(automaton.classes.of).long(), automaton.classes.count)
+        score, token = class_scores(lp, torch.from_numpy(automaton.classes.of).long(), automaton.classes.count)
         parts.append((automaton, length, backward, score, token, states, classes, moves))
         states, classes, moves = states + automaton.num_states, classes + automaton.classes.count, moves + len(
             automaton.src)

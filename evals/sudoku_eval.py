@@ -131,7 +131,7 @@ def run_eval(
             results, seconds = by_budget[own]
             if own is None:  # (a server that does not report its schedule)
                 own = max(r.steps for r in results)
-            entry["modes"][mode] = _mode_entry(results, seconds, own)
+            entry["modes"][mode] = mode_entry(results, seconds, own)
             entry["modes"][mode]["solve_rate_at_budget"] = {
                 str(b): sum(r.solved for r in by_budget[b][0]) / len(grids) for b in sorted(budgets)}
             for k in samples:
@@ -141,13 +141,13 @@ def run_eval(
                 results = sudoku.solve(lm, grids, mode=mode, seed=seed, samples=k)
                 elapsed = time.perf_counter() - t
                 label = sudoku.mode_label(mode, k)
-                entry["modes"][label] = {**_mode_entry(results, elapsed, own), "k": k, "wall_ratio": elapsed / seconds}
+                entry["modes"][label] = {**mode_entry(results, elapsed, own), "k": k, "wall_ratio": elapsed / seconds}
                 if progress:
                     progress(f"{tier}/{label}")
         if baseline is not None:
             t = time.perf_counter()
             results = sudoku_ar.solve_ar(baseline, grids)
-            entry["modes"][sudoku_ar.MODE] = {**_mode_entry(results, time.perf_counter() - t, sudoku.CELLS),
+            entry["modes"][sudoku_ar.MODE] = {**mode_entry(results, time.perf_counter() - t, sudoku.CELLS),
                                               "baseline": True}
             if progress:
                 progress(f"{tier}/{sudoku_ar.MODE}")
@@ -180,7 +180,7 @@ SAMPLES_NOTE = (
 )
 
 
-def _mode_entry(results: list, seconds: float, own: int) -> dict:
+def mode_entry(results: list, seconds: float, own: int) -> dict:
     """One mode's row: solve rate, how the misses end, steps (all chains), throughput, the solve-vs-steps curve."""
     n = len(results)
     steps = [r.steps for r in results]

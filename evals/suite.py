@@ -635,7 +635,7 @@ def _rate(values) -> float | None:
 
 def summarise(entry: Entry, count: int, lines: list[dict]) -> dict:
     """One row: the entry's items done, solved / valid rates, steps (median, p90, the solved-within-s-steps curve),
-    seconds per item and items per second, and the task's own summary (`sudoku_eval._mode_entry`,
+    seconds per item and items per second, and the task's own summary (`sudoku_eval.mode_entry`,
     `infill_eval.summarise`, JSON coverage)."""
     from diffreason.evals.infill_eval import percentile
 
@@ -664,14 +664,14 @@ def summarise(entry: Entry, count: int, lines: list[dict]) -> dict:
     if not lines:
         return row
     if entry.task == "sudoku":
-        from diffreason.evals.sudoku_eval import _mode_entry
+        from diffreason.evals.sudoku_eval import mode_entry
         from diffreason.tasks.sudoku import SolveResult
 
         results = [SolveResult(puzzle=x["id"], solution=x["record"]["solution"], solved=x["solved"],
                                steps=x["steps"], mode=x["mode"], seconds=x["seconds"], samples=x["record"]["samples"],
                                voted=x["record"]["voted"]) for x in lines]
         own = lines[0]["record"]["budget"]
-        m = _mode_entry(results, seconds, own)
+        m = mode_entry(results, seconds, own)
         row["sudoku"] = {k: m[k] for k in ("unsolved_ran_out", "unsolved_stopped", "voted", "chains_mean",
                                            "chains_max")}
         row["budget"] = own

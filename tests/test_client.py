@@ -205,7 +205,8 @@ def test_eval_sudoku_on_endpoints_reports_what_the_local_eval_reports(sudoku_ser
     args = ["eval", "sudoku", "--n", "6", "--tiers", "easy,hard", "--seed", "5"]
     remote = cli(*args, "--endpoint", ",".join(sudoku_servers), "--concurrency", "3", "--out", str(tmp_path / "r"))
     assert remote.returncode == 0, remote.stderr
-    local = cli(*args, "--modes", "model", "--budgets", "", "--out", str(tmp_path / "l"))
+    # (the servers sample with the checkpoint's draws, transformers' reference stream; the local eval's default is fast)
+    local = cli(*args, "--modes", "model", "--budgets", "", "--draws", "reference", "--out", str(tmp_path / "l"))
     assert local.returncode == 0, local.stderr
     r, loc = (json.loads((tmp_path / d / "sudoku.json").read_text()) for d in ("r", "l"))
     for tier in ("easy", "hard"):
@@ -224,7 +225,7 @@ def test_eval_json_on_an_endpoint_validates_the_servers_outputs(json_server, tmp
     args = ["eval", "json", "--schemas", str(folder), "--fillings", "2", "--model", str(EMBEDDED_JSON)]
     remote = cli(*args, "--endpoint", json_server, "--out", str(tmp_path / "r"))
     assert remote.returncode == 0, remote.stderr
-    local = cli(*args, "--out", str(tmp_path / "l"))
+    local = cli(*args, "--draws", "reference", "--out", str(tmp_path / "l"))  # (the server's draws)
     assert local.returncode == 0, local.stderr
     r, loc = (json.loads((tmp_path / d / "json.json").read_text()) for d in ("r", "l"))
     counts = ("schemas", "compiled", "valid", "invalid", "unjudged")

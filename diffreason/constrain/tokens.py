@@ -496,7 +496,7 @@ class TokenAutomaton:
         src, tok, dst = self.edges
         lp = log_probs.double().nan_to_num(neginf=-1e30)
         # a class scores as its best token, which stands for it on the path
-        lp, best_token = _class_scores(lp, torch.from_numpy(self.classes.of).long(), self.classes.count)
+        lp, best_token = class_scores(lp, torch.from_numpy(self.classes.of).long(), self.classes.count)
         neg = torch.tensor(float("-inf"), dtype=torch.float64)
         score = torch.full((S,), float("-inf"), dtype=torch.float64)
         score[self.initial] = 0.0
@@ -541,7 +541,7 @@ class TokenAutomaton:
         return bool(self.accepting[list(states)].any())
 
 
-def _class_scores(lp: torch.Tensor, of: torch.Tensor, count: int) -> tuple[torch.Tensor, torch.Tensor]:
+def class_scores(lp: torch.Tensor, of: torch.Tensor, count: int) -> tuple[torch.Tensor, torch.Tensor]:
     """([L, classes] each class's best token score, [L, classes] that token — the lowest id among equals)."""
     L, V = lp.shape
     index = of.expand(L, V)
