@@ -91,6 +91,18 @@ def _check_device(device: str) -> None:
         raise DiffreasonError(f"--device must be auto, cpu or cuda, got {device!r}")
 
 
+def _check_dtype(dtype: str | None) -> None:
+    if dtype is not None and dtype not in DTYPES:
+        raise DiffreasonError(f"--dtype must be {' or '.join(DTYPES)}, got {dtype!r}")
+
+
+def _torch_dtype(dtype: str | None):
+    """The torch dtype of --dtype (None: `load_model`'s default, float32); torch must be imported already."""
+    import torch
+
+    return None if dtype is None else getattr(torch, dtype)
+
+
 def _check_temperatures(t_max: float | None, t_min: float | None) -> None:
     _float_in("--t-max", t_max, 0.0, MAX_TEMPERATURE)
     _float_in("--t-min", t_min, 0.0, MAX_TEMPERATURE, low_open=False)
@@ -135,6 +147,9 @@ THREADS_OPTION = typer.Option(
 SEED_HELP = f"random seed, 0 to {MAX_SEED}; the same seed gives the same output"
 SEED_OPTION = typer.Option(0, "--seed", help=SEED_HELP)
 DEVICE_OPTION = typer.Option("auto", "--device", help="auto, cpu or cuda")
+DTYPES = ("float32", "bfloat16")
+DTYPE_OPTION = typer.Option(None, "--dtype", help="the model's weights and forward passes: float32 (the default) or "
+                            "bfloat16 (faster on GPUs and CPUs with AMX); the sampler's statistics stay float32")
 
 
 def _runtime(threads: int | None) -> None:
@@ -197,6 +212,7 @@ def generate(
     schema: Path = typer.Option(None, "--schema", help="JSON Schema file: the output is a JSON value that validates"),
     watch: bool = typer.Option(False, "--watch", help="show the canvas denoising live"),
     as_json: bool = typer.Option(False, "--json", help="print one JSON object"),
+    dtype: str = DTYPE_OPTION,
     threads: int = THREADS_OPTION,
 ) -> None:
     """Generate text from PROMPT by block diffusion (with --schema: a JSON value that validates)."""
@@ -207,6 +223,7 @@ def generate(
     _check_prompt(prompt)
     _check_model_dir(model)
     _check_draws(draws)
+    _check_dtype(dtype)
     if fast and draws == "reference":
         raise DiffreasonError("--fast and --draws reference contradict each other")
     draws = draws or ("fast" if fast or schema is not None else "reference")
@@ -226,7 +243,7 @@ def generate(
     if schema_dict is not None:
         from diffreason.structured import generate as generate_structured
 
-        lm = load_model(model)
+        lm = load_model(model, dtype=_torch_dtype(dtype))
         value, result = generate_structured(lm, schema_dict, prompt, seed, _sampler_config(lm, steps, draws))
         if as_json:
             print(json.dumps({"object": value, "steps": result.steps, "text": result.text, "seconds": result.seconds,
@@ -237,7 +254,7 @@ def generate(
             for choice in result.fixed:  # (what the schema left open and the template chose)
                 err_console.print(f"[dim]fixed by the template: {choice}[/dim]")
         return
-    lm = load_model(model)
+    lm = load_model(model, dtype=_torch_dtype(dtype))
     engine = Engine(lm, _sampler_config(lm, steps, draws))
     if watch:
         with CanvasWatcher(lm.tokenizer, engine.sampler.config.max_denoising_steps) as watcher:
@@ -678,7 +695,7 @@ app.add_typer(eval_app, name="eval")
 
 
 def _sudoku_model(model: Path | None, t_max: float | None = None, t_min: float | None = None,
-                  draws: str | None = None):
+                  draws: str | None = None, dtype: str | None = None):
     """The checkpoint, with its sampler's temperature schedule and draws overridden where asked."""
     from diffreason.model import describe_validation_error, load_model
     from diffreason.sampler import SamplerConfig
@@ -687,7 +704,7 @@ def _sudoku_model(model: Path | None, t_max: float | None = None, t_min: float |
         if not (EMBEDDED_SUDOKU / "config.json").is_file():
             raise DiffreasonError(f"the embedded Sudoku model is missing ({EMBEDDED_SUDOKU}); pass --model DIR")
         model = EMBEDDED_SUDOKU
-    lm = load_model(model)
+    lm = load_model(model, dtype=_torch_dtype(dtype))
     update = {k: v for k, v in (("t_max", t_max), ("t_min", t_min)) if v is not None}
     if update:
         try:
@@ -769,6 +786,7 @@ def solve_sudoku(
     t_max: float = T_MAX_OPTION,
     t_min: float = T_MIN_OPTION,
     draws: str = _draws_option("fast"),
+    dtype: str = DTYPE_OPTION,
     threads: int = THREADS_OPTION,
 ) -> None:
     """Solve Sudoku puzzles with a diffusion model.
@@ -795,6 +813,7 @@ def solve_sudoku(
     _check_seed(seed)
     _check_temperatures(t_max, t_min)
     _check_draws(draws)
+    _check_dtype(dtype)
     _int_in("--threads", threads, 0, MAX_THREADS)
     _check_model_dir(model)
     try:
@@ -826,7 +845,7 @@ def solve_sudoku(
 
     try:
         _runtime(threads)
-        lm = _sudoku_model(model, t_max, t_min, draws)
+        lm = _sudoku_model(model, t_max, t_min, draws, dtype)
         sudoku.check_vocabulary(lm)
     except KeyboardInterrupt:
         raise Interrupted(f"before solving; none of the {len(todo)} puzzles was answered") from None
@@ -999,6 +1018,7 @@ def eval_sudoku(
     t_min: float = T_MIN_OPTION,
     draws: str = _draws_option("fast"),
     device: str = DEVICE_OPTION,
+    dtype: str = DTYPE_OPTION,
     threads: int = THREADS_OPTION,
     endpoint: str = ENDPOINT_OPTION,
     concurrency: int = CONCURRENCY_OPTION,
@@ -1039,12 +1059,13 @@ def eval_sudoku(
     _check_temperatures(t_max, t_min)
     _check_draws(draws)
     _check_device(device)
+    _check_dtype(dtype)
     _int_in("--threads", threads, 0, MAX_THREADS)
     _check_model_dir(model)
     if baseline is not None and not (baseline / "config.json").is_file():
         raise DiffreasonError(f"--baseline {str(baseline)!r} is not a checkpoint directory (no config.json)")
     _writable_dir(out, "--out")
-    remote = _remote_engine(endpoint, concurrency, retries, model=model, t_max=t_max, t_min=t_min)
+    remote = _remote_engine(endpoint, concurrency, retries, model=model, t_max=t_max, t_min=t_min, dtype=dtype)
     if remote is not None and (mode_list != ["model"] or budget_list or sample_list != [1]):
         raise DiffreasonError("servers run the plain sampler on their own schedule: with --endpoint use --modes model, "
                               "no --budgets and --samples 1")
@@ -1054,7 +1075,7 @@ def eval_sudoku(
     lm = ar = None
     if remote is None:
         device = _resolve_device(device)
-        lm = _sudoku_model(model, t_max, t_min, draws)
+        lm = _sudoku_model(model, t_max, t_min, draws, dtype)
         sudoku.check_vocabulary(lm)
         lm.model.to(device)
     if baseline is not None:
@@ -1084,6 +1105,7 @@ def eval_json(
     out: Path = typer.Option(Path("evals/reports"), "--out", help="report directory"),
     heldout: bool = typer.Option(False, "--heldout", help="only schemas the JSON model never trained on"),
     draws: str = _draws_option("fast"),
+    dtype: str = DTYPE_OPTION,
     compile_timeout: float = typer.Option(30.0, "--compile-timeout", help="seconds per schema before giving up"),
     threads: int = THREADS_OPTION,
     endpoint: str = ENDPOINT_OPTION,
@@ -1106,7 +1128,8 @@ def eval_json(
     _writable_dir(out, "--out")
     _check_model_dir(model)
     _check_draws(draws)
-    remote = _remote_engine(endpoint, concurrency, retries)
+    _check_dtype(dtype)
+    remote = _remote_engine(endpoint, concurrency, retries, dtype=dtype)
     _runtime(threads)
     from rich.progress import Progress
 
@@ -1119,7 +1142,7 @@ def eval_json(
     files = sample_schema_files(schemas, limit, wanted, heldout)
     if not files:
         raise DiffreasonError(f"no schema files selected in {schemas}")
-    lm = load_model(model) if model else None
+    lm = load_model(model, dtype=_torch_dtype(dtype)) if model else None
     if lm is not None:
         _with_draws(lm, draws)
     tokenizer = lm.tokenizer if lm else train_byte_bpe()
@@ -1271,6 +1294,7 @@ def infill_cmd(
     watch: bool = typer.Option(False, "--watch", help="show a canvas denoising live (sample 0, each hole)"),
     as_json: bool = typer.Option(False, "--json", help="print one JSON object: code, mode, samples, candidate, "
                                  "checked, parses, passed, and per hole text, length, tokens, steps, candidate, why"),
+    dtype: str = DTYPE_OPTION,
     threads: int = THREADS_OPTION,
 ) -> None:
     """Fill the holes of FILE with a diffusion model: each hole a slot the template constrains (lines, indentation,
@@ -1281,6 +1305,7 @@ def infill_cmd(
     from diffreason.tasks.infill.holes import check_tests, parse_code, read_code_file
 
     _check_infill_options(mode, samples, max_hole_tokens, seed, steps, timeout, threads)
+    _check_dtype(dtype)
     model, canvas = _code_model_dir(model)
     code = parse_code(read_code_file(file), max_marker_tokens=canvas)
     if max_hole_tokens > canvas:
@@ -1294,7 +1319,7 @@ def infill_cmd(
     from diffreason.model import load_model
     from diffreason.tasks.infill.search import run_infill
 
-    lm = load_model(model)
+    lm = load_model(model, dtype=_torch_dtype(dtype))
     options = dict(tests=test_source, mode=mode, samples=samples, max_hole_tokens=max_hole_tokens, seed=seed,
                    single_line=single_line or None, max_steps=steps, timeout=timeout)
     try:
@@ -1345,6 +1370,7 @@ def eval_infill(
     out: Path = typer.Option(Path("evals/reports/infill"), "--out", help="report directory"),
     as_json: bool = typer.Option(False, "--json", help="print one summary object (tasks, pass_at_1, pass_at_k, "
                                  "parse_rate, median_steps, ..., per set) instead of the markdown table"),
+    dtype: str = DTYPE_OPTION,
     threads: int = THREADS_OPTION,
 ) -> None:
     """HumanEval-infilling through the infill search: the canonical solutions through the same sandboxed harness
@@ -1366,6 +1392,7 @@ def eval_infill(
     _check_seed(seed)
     _float_in("--timeout", timeout, 0.0, 3600.0)
     _int_in("--threads", threads, 0, MAX_THREADS)
+    _check_dtype(dtype)
     model, canvas = _code_model_dir(model)
     if max_hole_tokens > canvas:
         raise DiffreasonError(f"--max-hole-tokens {max_hole_tokens} is longer than the model's canvas ({canvas})")
@@ -1383,7 +1410,7 @@ def eval_infill(
     from diffreason.model import load_model
 
     sets = load_sets(files, limit or None, heldout)
-    lm = load_model(model)
+    lm = load_model(model, dtype=_torch_dtype(dtype))
     total = sum(len(t) for _, t in sets.values())
     try:
         with Progress(console=err_console, transient=True) as bar:

@@ -372,13 +372,15 @@ class Engine:
         )
         whole = rows.numel() == state.batch_size
         sc = state.self_conditioning  # None at the first step: the model then uses a zero signal
+        if sc is not None:  # fed back in the model's dtype, as transformers does (a bfloat16 model: rounded)
+            sc = (sc if whole else sc[rows]).to(self.model.dtype)
         logits = self.model(
             decoder_input_ids=state.canvas if whole else state.canvas[rows],
             past_key_values=step_cache,
-            self_conditioning_logits=sc if sc is None or whole else sc[rows],
+            self_conditioning_logits=sc,
             decoder_attention_mask=mask,
             decoder_position_ids=pos,
-        ).logits
+        ).logits.float()  # the sampler's statistics are float32 whatever the model's dtype
         self.stats.forward += self._tock(t)
         t = self._tick()
         out = self.sampler.step(logits, state, rows)
