@@ -33,11 +33,8 @@ from typing import Literal, Protocol
 import torch
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from diffreason import limits
 from diffreason.canvas import CanvasConstraint, CanvasTemplate
-from diffreason.constrain.slots import PrefixedAutomaton, Slot
-from diffreason.constrain.tokens import TokenAutomaton, class_scores
-from diffreason.errors import TemplateError
+from diffreason.constrain.slots import best_paths
 
 
 class SamplerConfig(BaseModel):
@@ -311,109 +308,6 @@ class _FastPlan:
         if self.noise_table is None:
             return slot.clamp_(max=self.noise_last)
         return self.noise_table[torch.minimum(slot, self.noise_last).add_(self.noise_base)]
-
-
-# --------------------------------------------------------------------------------------------------------------------
-# Commit: the best complete path of every slot, in one Viterbi pass
-
-
-def best_paths(jobs: list[tuple[Slot, torch.Tensor]]) -> list[list[int]]:
-    """`slot.automaton.best_path(log_probs, slot.backward)` for every (slot, log_probs [L, V]) job, identical, with the
-    token automata's Viterbi passes run together (`_joint_viterbi`): a canvas's slots cost one pass over the longest
-    slot instead of one per slot. An optional member's slot (`PrefixedAutomaton`) runs its value's pass with the others
-    and then weighs writing the member against leaving it out, as its own `best_path` does."""
-    paths: list = [None] * len(jobs)
-    viterbi = []  # (job, automaton, log-probabilities, backward sets)
-    for i, (slot, log_probs) in enumerate(jobs):
-        automaton = slot.automaton
-        if isinstance(automaton, TokenAutomaton):
-            viterbi.append((i, automaton, log_probs, slot.backward))
-        elif isinstance(automaton, PrefixedAutomaton):
-            m = len(automaton.literal)
-            viterbi.append((i, automaton.value, log_probs[m:], automaton.value_backward))
-        else:
-            paths[i] = automaton.best_path(log_probs, slot.backward)
-    for (i, _, _, _), value in zip(viterbi, _joint_viterbi([job[1:] for job in viterbi])):
-        slot, log_probs = jobs[i]
-        automaton = slot.automaton
-        if isinstance(automaton, PrefixedAutomaton):  # (as PrefixedAutomaton.best_path decides)
-            lp = log_probs.double().nan_to_num(neginf=-1e30)
-            written = list(automaton.literal) + value
-            at = torch.arange(len(log_probs))
-            if float(lp[at, torch.tensor(written)].sum()) > float(lp[:, automaton.pad].sum()):
-                value = written
-            else:
-                value = [automaton.pad] * len(log_probs)
-        paths[i] = value
-    return paths
-
-
-def _joint_viterbi(jobs: list[tuple[TokenAutomaton, torch.Tensor, torch.Tensor | None]]) -> list[list[int]]:
-    """`TokenAutomaton.best_path` of each (automaton, log_probs [L, V], backward [L+1, S] or None), over the disjoint
-    union of the automata: states, token classes and moves numbered one job after another, each position k a step of
-    every job still that long (a shorter job's scores then stay as they are). Every score is the same float64 sum as
-    the job's own pass, and a state's argmax move is still the first of its job's moves in order, so the paths are
-    identical; the TemplateError of the first job with no complete path is raised as its own pass would."""
-    if not jobs:
-        return []
-    parts, states, classes, moves = [], 0, 0, 0
-    for automaton, log_probs, backward in jobs:
-        log_probs = log_probs[:, : automaton.vocab_size]
-        length = log_probs.shape[0]
-        if backward is None:
-            backward = torch.from_numpy(automaton._class_sets(length)[2])
-        lp = log_probs.double().nan_to_num(neginf=-1e30)
-        score, token = class_scores(lp, torch.from_numpy(automaton.classes.of).long(), automaton.classes.count)
-        parts.append((automaton, length, backward, score, token, states, classes, moves))
-        states, classes, moves = states + automaton.num_states, classes + automaton.classes.count, moves + len(
-            automaton.src)
-    longest = max(part[1] for part in parts)
-    src = torch.cat([a.src + s0 for a, _, _, _, _, s0, _, _ in parts])
-    tok = torch.cat([a.tok + c0 for a, _, _, _, _, _, c0, _ in parts])
-    dst = torch.cat([a.dst + s0 for a, _, _, _, _, s0, _, _ in parts])
-    scores = torch.full((longest, classes), float("-inf"), dtype=torch.float64)
-    backward = torch.zeros((longest + 1, states), dtype=torch.bool)
-    running = torch.zeros((longest, states), dtype=torch.bool)
-    score = torch.full((states,), float("-inf"), dtype=torch.float64)
-    for a, length, bw, class_score, _, s0, c0, _ in parts:
-        scores[:length, c0 : c0 + a.classes.count] = class_score
-        backward[: length + 1, s0 : s0 + a.num_states] = bw
-        running[:length, s0 : s0 + a.num_states] = True
-        score[s0 + a.initial] = 0.0
-    neg = torch.tensor(float("-inf"), dtype=torch.float64)
-    # per position, each move's target still able to finish and the score of its class (gathered once)
-    live, gain = backward[1:, dst], scores[:, tok]  # [longest, E]
-    edge = torch.arange(len(src))
-    no_edge = torch.tensor(len(src))
-    back_edges = []
-    for k in range(longest):
-        limits.check()
-        from_score = score.index_select(0, src)
-        cand = torch.where(live[k] & torch.isfinite(from_score), from_score + gain[k], neg)
-        new = torch.full((states,), float("-inf"), dtype=torch.float64).scatter_reduce(
-            0, dst, cand, reduce="amax", include_self=True)
-        # the argmax move into each state: the first (lowest-numbered) of those reaching its best score
-        hit = (cand == new.index_select(0, dst)) & torch.isfinite(cand)
-        best = torch.full((states,), len(src), dtype=torch.long).scatter_reduce(
-            0, dst, torch.where(hit, edge, no_edge), reduce="amin", include_self=True)
-        back_edges.append(best)
-        score = torch.where(running[k], new, score)
-    back = torch.stack(back_edges).numpy()  # (len(src): no move; never on a path that finishes)
-    src_np, tok_np = src.numpy(), tok.numpy()
-    paths = []
-    for a, length, _, _, token, s0, c0, _ in parts:
-        final = torch.where(a.accepting, score[s0 : s0 + a.num_states], neg)
-        state = int(final.argmax())
-        if not torch.isfinite(final[state]):
-            raise TemplateError("no complete value fits the slot")
-        token = token.numpy()
-        tokens, state = [], state + s0
-        for k in range(length - 1, -1, -1):
-            e = int(back[k, state])
-            tokens.append(int(token[k, tok_np[e] - c0]))
-            state = int(src_np[e])
-        paths.append(tokens[::-1])
-    return paths
 
 
 # --------------------------------------------------------------------------------------------------------------------

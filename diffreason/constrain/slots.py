@@ -26,7 +26,7 @@ from diffreason.constrain.automata import TokenAutomata
 from diffreason.constrain.cache import BytesLRU
 from diffreason.constrain.chardfa import Intersections, intersections_in
 from diffreason.constrain.regex import optional_prefixed
-from diffreason.constrain.tokens import TokenAutomaton
+from diffreason.constrain.tokens import TokenAutomaton, best_paths as token_best_paths
 from diffreason.errors import TemplateError
 
 
@@ -153,12 +153,36 @@ class PrefixedAutomaton:
     def best_path(self, log_probs: torch.Tensor, backward: torch.Tensor | None = None) -> list[int]:
         """The better of the two ways to fill len(log_probs) positions (a tie leaves the member out; `backward`:
         ignored, the value's own is kept)."""
-        m = len(self.literal)
+        return self.choose(log_probs, self.value.best_path(log_probs[len(self.literal):], self.value_backward))
+
+    def choose(self, log_probs: torch.Tensor, value: list[int]) -> list[int]:
+        """Writing the member (its literal, then the value's best path `value`) or leaving it out (pads), whichever
+        scores higher (a tie leaves it out)."""
         lp = log_probs.double().nan_to_num(neginf=-1e30)  # scored as TokenAutomaton.best_path scores
-        value = self.value.best_path(log_probs[m:], self.value_backward)
         written = list(self.literal) + value
-        left_out = [self.pad] * len(log_probs)
         at = torch.arange(len(log_probs))
         if float(lp[at, torch.tensor(written)].sum()) > float(lp[:, self.pad].sum()):
             return written
-        return left_out
+        return [self.pad] * len(log_probs)
+
+
+def best_paths(jobs: list[tuple[Slot, torch.Tensor]]) -> list[list[int]]:
+    """`slot.automaton.best_path(log_probs, slot.backward)` for every (slot, log_probs [L, V]) job, with the token
+    automata's Viterbi passes run together (`tokens.best_paths`): a canvas's slots cost one pass over the longest slot
+    instead of one per slot. An optional member's slot (`PrefixedAutomaton`) runs its value's pass with the others,
+    then `choose`s between writing the member and leaving it out."""
+    paths: list = [None] * len(jobs)
+    viterbi = []  # (job, automaton, log-probabilities, backward sets)
+    for i, (slot, log_probs) in enumerate(jobs):
+        automaton = slot.automaton
+        if isinstance(automaton, TokenAutomaton):
+            viterbi.append((i, automaton, log_probs, slot.backward))
+        elif isinstance(automaton, PrefixedAutomaton):
+            viterbi.append((i, automaton.value, log_probs[len(automaton.literal):], automaton.value_backward))
+        else:
+            paths[i] = automaton.best_path(log_probs, slot.backward)
+    for (i, _, _, _), value in zip(viterbi, token_best_paths([job[1:] for job in viterbi])):
+        slot, log_probs = jobs[i]
+        automaton = slot.automaton
+        paths[i] = automaton.choose(log_probs, value) if isinstance(automaton, PrefixedAutomaton) else value
+    return paths

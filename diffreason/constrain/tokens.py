@@ -488,42 +488,7 @@ class TokenAutomaton:
     def best_path(self, log_probs: torch.Tensor, backward: torch.Tensor | None = None) -> list[int]:
         """The complete path of len(log_probs) tokens maximising the summed log-probabilities (Viterbi). Columns past
         the automaton's vocabulary (a model's embedding rows past its tokenizer's) are never on a path."""
-        log_probs = log_probs[:, : self.vocab_size]
-        length, V = log_probs.shape
-        S = self.num_states
-        if backward is None:
-            backward = torch.from_numpy(self._class_sets(length)[2])
-        src, tok, dst = self.edges
-        lp = log_probs.double().nan_to_num(neginf=-1e30)
-        # a class scores as its best token, which stands for it on the path
-        lp, best_token = class_scores(lp, torch.from_numpy(self.classes.of).long(), self.classes.count)
-        neg = torch.tensor(float("-inf"), dtype=torch.float64)
-        score = torch.full((S,), float("-inf"), dtype=torch.float64)
-        score[self.initial] = 0.0
-        back_edge = []
-        for k in range(length):
-            limits.check()
-            valid = backward[k + 1, dst] & torch.isfinite(score[src])
-            cand = torch.where(valid, score[src] + lp[k, tok], neg)
-            new = torch.full((S,), float("-inf"), dtype=torch.float64).scatter_reduce(
-                0, dst, cand, reduce="amax", include_self=True
-            )
-            # an argmax edge into each state (the first one in edge order)
-            hit = ((cand == new[dst]) & torch.isfinite(cand)).nonzero().flatten()
-            best = torch.full((S,), -1, dtype=torch.long)
-            best[dst[hit].flip(0)] = hit.flip(0)
-            back_edge.append(best)
-            score = new
-        final = torch.where(self.accepting, score, neg)
-        state = int(final.argmax())
-        if not torch.isfinite(final[state]):
-            raise TemplateError("no complete value fits the slot")
-        tokens = []
-        for k in range(length - 1, -1, -1):
-            e = int(back_edge[k][state])
-            tokens.append(int(best_token[k, tok[e]]))
-            state = int(src[e])
-        return tokens[::-1]
+        return best_paths([(self, log_probs, backward)])[0]
 
     def accepts(self, tokens) -> bool:
         """Does some path spell `tokens` (composed automata may be nondeterministic: the set of states is followed)?"""
@@ -539,6 +504,74 @@ class TokenAutomaton:
             if not states:
                 return False
         return bool(self.accepting[list(states)].any())
+
+
+def best_paths(jobs: list[tuple[TokenAutomaton, torch.Tensor, torch.Tensor | None]]) -> list[list[int]]:
+    """The Viterbi pass of `TokenAutomaton.best_path` for each (automaton, log_probs [L, V], backward [L+1, S] or
+    None), run together over the disjoint union of the automata: states, token classes and moves numbered one job
+    after another, each position k a step of every job still that long (a shorter job's scores then stay as they
+    are). A class scores as its best token, which stands for it on the path; a state's argmax move is the first of its
+    job's moves in order. Raises the TemplateError of the first job with no complete path."""
+    if not jobs:
+        return []
+    parts, states, classes, moves = [], 0, 0, 0
+    for automaton, log_probs, backward in jobs:
+        log_probs = log_probs[:, : automaton.vocab_size]
+        length = log_probs.shape[0]
+        if backward is None:
+            backward = torch.from_numpy(automaton._class_sets(length)[2])
+        lp = log_probs.double().nan_to_num(neginf=-1e30)
+        score, token = class_scores(lp, torch.from_numpy(automaton.classes.of).long(), automaton.classes.count)
+        parts.append((automaton, length, backward, score, token, states, classes, moves))
+        states, classes, moves = states + automaton.num_states, classes + automaton.classes.count, moves + len(
+            automaton.src)
+    longest = max(part[1] for part in parts)
+    src = torch.cat([a.src + s0 for a, _, _, _, _, s0, _, _ in parts])
+    tok = torch.cat([a.tok + c0 for a, _, _, _, _, _, c0, _ in parts])
+    dst = torch.cat([a.dst + s0 for a, _, _, _, _, s0, _, _ in parts])
+    scores = torch.full((longest, classes), float("-inf"), dtype=torch.float64)
+    backward = torch.zeros((longest + 1, states), dtype=torch.bool)
+    running = torch.zeros((longest, states), dtype=torch.bool)
+    score = torch.full((states,), float("-inf"), dtype=torch.float64)
+    for a, length, bw, class_score, _, s0, c0, _ in parts:
+        scores[:length, c0 : c0 + a.classes.count] = class_score
+        backward[: length + 1, s0 : s0 + a.num_states] = bw
+        running[:length, s0 : s0 + a.num_states] = True
+        score[s0 + a.initial] = 0.0
+    neg = torch.tensor(float("-inf"), dtype=torch.float64)
+    # per position, each move's target still able to finish and the score of its class (gathered once)
+    live, gain = backward[1:, dst], scores[:, tok]  # [longest, E]
+    edge = torch.arange(len(src))
+    no_edge = torch.tensor(len(src))
+    back_edges = []
+    for k in range(longest):
+        limits.check()
+        from_score = score.index_select(0, src)
+        cand = torch.where(live[k] & torch.isfinite(from_score), from_score + gain[k], neg)
+        new = torch.full((states,), float("-inf"), dtype=torch.float64).scatter_reduce(
+            0, dst, cand, reduce="amax", include_self=True)
+        # the argmax move into each state: the first (lowest-numbered) of those reaching its best score
+        hit = (cand == new.index_select(0, dst)) & torch.isfinite(cand)
+        best = torch.full((states,), len(src), dtype=torch.long).scatter_reduce(
+            0, dst, torch.where(hit, edge, no_edge), reduce="amin", include_self=True)
+        back_edges.append(best)
+        score = torch.where(running[k], new, score)
+    back = torch.stack(back_edges).numpy()  # (len(src): no move; never on a path that finishes)
+    src_np, tok_np = src.numpy(), tok.numpy()
+    paths = []
+    for a, length, _, _, token, s0, c0, _ in parts:
+        final = torch.where(a.accepting, score[s0 : s0 + a.num_states], neg)
+        state = int(final.argmax())
+        if not torch.isfinite(final[state]):
+            raise TemplateError("no complete value fits the slot")
+        token = token.numpy()
+        tokens, state = [], state + s0
+        for k in range(length - 1, -1, -1):
+            e = int(back[k, state])
+            tokens.append(int(token[k, tok_np[e] - c0]))
+            state = int(src_np[e])
+        paths.append(tokens[::-1])
+    return paths
 
 
 def class_scores(lp: torch.Tensor, of: torch.Tensor, count: int) -> tuple[torch.Tensor, torch.Tensor]:
