@@ -419,19 +419,13 @@ class RenoiseSampler:
         done = stop | (steps_left <= 0)
 
         # write back
+        self._write_back(state, rows, whole, canvas, argmax, history, steps_left, done, stop, mean_entropy)
         if whole:
-            state.canvas, state.argmax, state.history = canvas, argmax, history
-            state.steps_left, state.steps_taken = steps_left, state.steps_taken + 1
-            state.done, state.stopped_early = done, stop
-            state.self_conditioning, state.mean_entropy = tempered, mean_entropy
+            state.self_conditioning = tempered
         else:
-            state.canvas[rows], state.argmax[rows], state.history[:, rows] = canvas, argmax, history
-            state.steps_left[rows], state.steps_taken[rows] = steps_left, state.steps_taken[rows] + 1
-            state.done[rows], state.stopped_early[rows] = done, stop
             if state.self_conditioning is None:
                 state.self_conditioning = tempered.new_zeros((state.batch_size, length, vocab))
-                state.mean_entropy = mean_entropy.new_zeros(state.batch_size)
-            state.self_conditioning[rows], state.mean_entropy[rows] = tempered, mean_entropy
+            state.self_conditioning[rows] = tempered
         return StepOutput(rows=rows, accepted=accepted, mean_entropy=mean_entropy, stopped=done, probs=probs)
 
     def _fast_step(self, logits: torch.Tensor, state: DenoiseState, rows: torch.Tensor, whole: bool) -> StepOutput:
@@ -490,20 +484,26 @@ class RenoiseSampler:
         if plan.fixed_gather is not None:
             fixed = flat.view(-1).index_select(0, plan.fixed_gather) / temperature[plan.fixed_row]
             sc.view(-1).index_copy_(0, plan.sc_fixed, fixed.to(sc.dtype))
+        self._write_back(state, rows, whole, canvas, argmax, history, steps_left, done, stop, mean_entropy)
+        state.self_conditioning = sc
+        return StepOutput(rows=rows, accepted=accepted, mean_entropy=mean_entropy, stopped=done)
+
+    @staticmethod
+    def _write_back(state: DenoiseState, rows, whole: bool, canvas, argmax, history, steps_left, done, stop,
+                    mean_entropy) -> None:
+        """A step's results into `state` (all rows, or `rows`); self-conditioning is the caller's."""
         if whole:
             state.canvas, state.argmax, state.history = canvas, argmax, history
             state.steps_left, state.steps_taken = steps_left, state.steps_taken + 1
             state.done, state.stopped_early = done, stop
             state.mean_entropy = mean_entropy
-        else:
-            state.canvas[rows], state.argmax[rows], state.history[:, rows] = canvas, argmax, history
-            state.steps_left[rows], state.steps_taken[rows] = steps_left, state.steps_taken[rows] + 1
-            state.done[rows], state.stopped_early[rows] = done, stop
-            if state.mean_entropy is None:
-                state.mean_entropy = mean_entropy.new_zeros(state.batch_size)
-            state.mean_entropy[rows] = mean_entropy
-        state.self_conditioning = sc
-        return StepOutput(rows=rows, accepted=accepted, mean_entropy=mean_entropy, stopped=done)
+            return
+        state.canvas[rows], state.argmax[rows], state.history[:, rows] = canvas, argmax, history
+        state.steps_left[rows], state.steps_taken[rows] = steps_left, state.steps_taken[rows] + 1
+        state.done[rows], state.stopped_early[rows] = done, stop
+        if state.mean_entropy is None:
+            state.mean_entropy = mean_entropy.new_zeros(state.batch_size)
+        state.mean_entropy[rows] = mean_entropy
 
     @staticmethod
     def _group_stats(group: _Group, logits: torch.Tensor, flat: torch.Tensor, temperature: torch.Tensor) -> tuple:
@@ -603,26 +603,13 @@ class RenoiseSampler:
     # -- random draws -----------------------------------------------------------------------------------------------
 
     def _samples(self, probs: torch.Tensor, accepted: torch.Tensor, gens: list[torch.Generator]) -> torch.Tensor:
-        """One categorical sample per position (only accepted positions are used)."""
+        """One categorical sample per position, on the reference or SGLang stream (fast draws: `_group_samples`)."""
         if self.config.draws == "reference":
             # transformers draws a multinomial sample at every position; so do we, to stay on its random stream.
             return torch.stack([torch.multinomial(p, 1, generator=g).squeeze(-1) for p, g in zip(probs, gens)])
-        if self.config.draws == "sglang":
-            # SGLang's exponential race: argmax p / E with E ~ Exp(1) at every position is a categorical sample.
-            return torch.stack([(p / torch.empty_like(p).exponential_(1.0, generator=g)).argmax(-1)
-                                for p, g in zip(probs, gens)])
-        samples = torch.zeros(accepted.shape, dtype=torch.long, device=probs.device)
-        for i, g in enumerate(gens):
-            where = accepted[i].nonzero().flatten()
-            if where.numel() == 0:
-                continue
-            cdf = probs[i, where].double().cumsum(-1)
-            u = torch.rand((where.numel(), 1), generator=g, device=probs.device, dtype=torch.float64)
-            pick = torch.searchsorted(cdf, u * cdf[:, -1:], right=True).squeeze(-1)
-            # u * total may round up to total: fall back to the last token with mass.
-            last = (probs[i, where] > 0).cumsum(-1).argmax(-1)
-            samples[i, where] = torch.minimum(pick, last)
-        return samples
+        # SGLang's exponential race: argmax p / E with E ~ Exp(1) at every position is a categorical sample.
+        return torch.stack([(p / torch.empty_like(p).exponential_(1.0, generator=g)).argmax(-1)
+                            for p, g in zip(probs, gens)])
 
     # -- noise ------------------------------------------------------------------------------------------------------
 
