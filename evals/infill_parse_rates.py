@@ -21,11 +21,7 @@ app = typer.Typer(add_completion=False)
 
 
 def _rates(rows: list[dict]) -> str:
-    kept: dict = {}
-    for r in rows:
-        key = (r["task"], r["seed"])
-        if key not in kept or r["score"] > kept[key]["score"]:
-            kept[key] = r
+    kept = {(r["task"], r["seed"]): r for r in rows if r["picked"]}
     some: dict = {}
     for r in rows:
         some[r["task"]] = some.get(r["task"], False) or r["parses"]
@@ -54,7 +50,7 @@ def main(
     from diffreason.infilling import code_model_path
     from diffreason.model import load_model
     from diffreason.tasks.infill.holes import parse_pair
-    from diffreason.tasks.infill.search import Searcher
+    from diffreason.tasks.infill.search import Searcher, pick_length
 
     torch.set_num_threads(threads)
     lm = load_model(code_model_path())
@@ -72,8 +68,9 @@ def main(
                 lens = searcher.lengths(code, 0, max_hole_tokens, None)
                 found = searcher.search(code, 0, [[] for _ in range(samples)], list(range(samples)), lens,
                                         single_line=name.startswith("Single"))
+                picked = [pick_length(found.by_sample[j], False) for j in range(samples)]  # (model mode's)
                 rows += [dict(set=name, side=side, task=task.task_id, seed=j, length=c.length, text=c.text,
-                              parses=bool(c.parses), score=c.score)
+                              parses=bool(c.parses), score=c.score, picked=c is picked[j])
                          for j in range(samples) for c in found.by_sample[j]]
         for side in sides:
             print(f"{name} ({side}, {len(tasks)} tasks × {samples} seeds): "
