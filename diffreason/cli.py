@@ -1301,7 +1301,8 @@ def infill_cmd(
     balanced brackets), the suffix fixed on the canvas, slot lengths × K samples in one batch.
 
     Prints the filled file (with --json, one object). Exit code 1 when the code returned fails what was asked:
-    --tests that do not pass, or, in verified mode, no sample whose code parses."""
+    --tests that do not pass, or, in verified mode, no sample whose code parses (then nothing is printed: verified mode
+    only returns code that parses)."""
     from diffreason.tasks.infill.holes import check_tests, parse_code, read_code_file
 
     _check_infill_options(mode, samples, max_hole_tokens, seed, steps, timeout, threads)
@@ -1335,8 +1336,11 @@ def infill_cmd(
         out["file"] = str(file)
         print(json.dumps(out))
     else:
-        sys.stdout.write(result.code)
-        sys.stdout.flush()
+        if result.code is not None:  # (verified mode returns no code when no sample parses)
+            sys.stdout.write(result.code)
+            sys.stdout.flush()
+        else:
+            _stderr_line(f"nothing returned: {result.why}")
         for h in result.holes:
             searched = ", ".join(map(str, h.lengths))
             _stderr_line(f"hole {h.index + 1}: {h.tokens} tokens in a slot of {h.length} ({searched} searched), "

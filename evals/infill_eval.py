@@ -418,13 +418,14 @@ def write_report(report: dict, out_dir: str | Path, command: str) -> list[Path]:
         "alone, model mode; `top of K (model)`: the best-scoring of the K samples; "
         "`pass@k (verified)`: verified mode with k samples returns code that passes (some sample of the first k "
         "parses and passes); parse rates of the model-mode samples with the template's constraints and without "
-        "them (slot left free; same model, seeds and lengths), and of what verified mode returns; exact match and "
+        "them (slot left free; same model, seeds and lengths); `verified answers`: the tasks where verified mode "
+        "returns code (it returns only code that parses: none where no sample of K parses); exact match and "
         "steps of sample 0; seconds per task: the batched search of all K samples × lengths (constrained) / the "
         "unconstrained baseline / the sandbox checks.",
         "",
         "| set | tasks | pass@1 (model) | top of K (model) | "
         + " | ".join(f"pass@{k} (verified)" for k in ks)
-        + " | parse (constrained, all K) | parse: constrained / free, same seeds | verified returns parse | exact | "
+        + " | parse (constrained, all K) | parse: constrained / free, same seeds | verified answers | exact | "
         "exact (lines) | median steps | p90 steps | s / task (search / free / sandbox) |",
         "|---|---:|---:|---:|" + "---:|" * len(ks) + "---:|---:|---:|---:|---:|---:|---:|---|",
     ]

@@ -804,7 +804,7 @@ def write_report(out_dir: Path, head: dict, lines: list[dict]) -> list[Path]:
             parts = [f"{label} {_pct(i[key])}" for key, label in (
                 ("pass_at_1", "pass@1"), ("model_top_k", "top of K"), ("parse_rate", "parses (every sample)"),
                 ("parse_rate_constrained_same_seeds", "constrained on the same seeds"),
-                ("verified_returned_parse_rate", "verified returns code that parses"), ("exact_match", "exact"),
+                ("verified_returned_parse_rate", "verified answers (code that parses)"), ("exact_match", "exact"),
                 ("exact_match_lines", "exact lines")) if i.get(key) is not None]
             if isinstance(i.get("pass_at_k"), dict):
                 parts.append("pass@k " + ", ".join(f"{k}: {_pct(v)}" for k, v in i["pass_at_k"].items()))

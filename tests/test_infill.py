@@ -355,6 +355,17 @@ def test_verified_mode_without_a_passing_sample(code_lm):
         infill(code_lm, "x = <|hole|>\n", mode="best")
 
 
+def test_verified_mode_returns_no_code_when_no_sample_parses(code_lm):
+    from diffreason import infill
+
+    result = infill(code_lm, "x = <|hole|>\n", mode="verified", samples=3, regex="[(]", lengths=(4,), max_steps=2)
+    assert result.code is None and result.holes == [] and result.candidate is None and not result.parses
+    assert result.checked == 3 and [s.status for s in result.ranking] == ["does not parse"] * 3
+    assert "no sample of 3 parses" in result.why and "nothing returned" in result.why
+    model = infill(code_lm, "x = <|hole|>\n", mode="model", samples=3, regex="[(]", lengths=(4,), max_steps=2)
+    assert model.code == "x = (\n" and not model.parses  # (model mode returns the top sample whatever it is)
+
+
 def test_verified_mode_returns_a_parsing_sample_when_none_passes():
     from diffreason.tasks.infill.search import Sample, _choose
 
@@ -367,7 +378,8 @@ def test_verified_mode_returns_a_parsing_sample_when_none_passes():
     assert "no sample of 3 passes" in why and "sample 1, the best-scoring whose code parses" in why
     nothing = [Sample(0, 0, ["(1"], [4], -0.1, False), Sample(1, 1, [")"], [4], -0.5, False)]
     pick, checked, why = _choose(code, nothing, "assert x == 3\n", "verified", 10.0, "auto")
-    assert pick.index == 0 and not pick.parses and "no sample of 2 parses" in why
+    assert pick is None and checked == 2 and "no sample of 2 parses" in why and "nothing returned" in why
+    assert [s.status for s in nothing] == ["does not parse", "does not parse"]
 
 
 def test_the_export():

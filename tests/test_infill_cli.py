@@ -56,6 +56,9 @@ def files(tmp_path_factory):
         "badtests.py": "assert (\n",
         "goodtests.py": "assert add(1, 2) == 3\n",
         "bad.jsonl": "{not json\n",
+        "never.py": "x = 1 +\n<|hole|>\n",
+        "comment.py": "def add(a, b):\n    return a + b  # <|hole|>\n",
+        "wrongtests.py": "assert add(1, 2) == 4\n",
     }
     for name, text in texts.items():
         (d / name).write_text(text)
@@ -126,12 +129,28 @@ def test_infill_json_and_watch(files, code_checkpoint):
 
 
 def test_infill_verified_exit_code_and_text_output(files, code_checkpoint):
-    """A random model's code fails the tests: the file is printed, then a summary line; exit code 1."""
-    p = cli("infill", files / "good.py", "--model", code_checkpoint, "--tests", files / "goodtests.py", "--mode",
+    """The hole is in a comment (every fill parses) and the tests fail: the file is printed, then a summary line;
+    exit code 1."""
+    p = cli("infill", files / "comment.py", "--model", code_checkpoint, "--tests", files / "wrongtests.py", "--mode",
             "verified", "--samples", "2", "--max-hole-tokens", "16", "--steps", "2")
     assert p.returncode == 1, p.stderr
-    assert p.stdout.startswith("def add(a, b):\n")
-    assert "hole 1:" in p.stderr and "mode verified, K 2" in p.stderr
+    assert p.stdout.startswith("def add(a, b):\n    return a + b  # ")
+    assert "hole 1:" in p.stderr and "mode verified, K 2, 2 checked; parses; tests FAILED" in p.stderr
+
+
+def test_infill_verified_prints_nothing_when_no_sample_parses(files, code_checkpoint):
+    """No fill of a line after `x = 1 +` parses: verified mode returns no code (stdout empty, JSON code null)."""
+    args = ("infill", files / "never.py", "--model", code_checkpoint, "--mode", "verified", "--samples", "2",
+            "--max-hole-tokens", "16", "--steps", "2")
+    p = cli(*args)
+    assert p.returncode == 1, p.stderr
+    assert p.stdout.strip() == "torch imported: True"
+    assert "nothing returned: no sample of 2 parses" in p.stderr and "mode verified, K 2" in p.stderr
+    p = cli(*args, "--json")
+    assert p.returncode == 1, p.stderr
+    out = json.loads(p.stdout.splitlines()[0])
+    assert out["code"] is None and out["holes"] == [] and out["candidate"] is None and out["parses"] is False
+    assert len(out["ranking"]) == 2 and not any(s["parses"] for s in out["ranking"])
 
 
 def test_commands_take_threads_defaulting_to_one():

@@ -30,9 +30,10 @@ over the holes.
 **Modes**: `model` returns the top-ranked sample. `verified` goes down the ranking and returns the first sample whose
 filled code parses (`ast.parse`, in-process: parsing runs nothing) and passes the tests (run in the sandbox,
 `diffreason.sandbox.run_python`, never in this process); there, at the last hole, a sample prefers its best length
-whose code parses. When none passes, the best-scoring sample that parses is returned with `passed=False` (the
-top one, `parses=False`, when none parses). Results always name the mode, K
-(`samples`) and how many samples were checked (`checked`).
+whose code parses. When none passes, the best-scoring sample that parses is returned with `passed=False`; when no
+sample parses, verified mode returns no code at all (`code` None, no holes filled, `candidate` None) — what it returns
+always parses — and the ranking still holds every sample. Results always name the mode, K (`samples`) and how many
+samples were checked (`checked`).
 """
 
 from __future__ import annotations
@@ -101,11 +102,11 @@ class Sample:
 
 @dataclass
 class InfillResult:
-    code: str  # the filled code
-    holes: list[HoleFill]
+    code: str | None  # the filled code (None: verified mode found no sample whose code parses)
+    holes: list[HoleFill]  # (empty when `code` is None)
     mode: str
     samples: int  # K
-    candidate: int  # the sample returned
+    candidate: int | None  # the sample returned
     checked: int  # samples whose checks ran (parse, then the tests in the sandbox) until one was returned
     parses: bool
     passed: bool | None  # the tests' verdict on the returned code (None: no tests)
@@ -377,6 +378,12 @@ def run_infill(
                for j in range(K)]
     ranking.sort(key=lambda s: (-s.score, s.index))
     pick, checked, why = _choose(code, ranking, tests, mode, timeout, isolation)
+    candidates = [c for f in searches for j in sorted(f.by_sample) for c in f.by_sample[j]]
+    seconds = round(time.perf_counter() - t0, 3)
+    if pick is None:  # verified mode, and no sample parses: nothing is returned
+        return InfillResult(code=None, holes=[], mode=mode, samples=K, candidate=None, checked=checked, parses=False,
+                            passed=False if tests is not None else None, why=why, seconds=seconds, ranking=ranking,
+                            candidates=candidates)
     holes = []
     for i, found in enumerate(searches):
         c = chosen[pick.index][i]
@@ -389,8 +396,7 @@ def run_infill(
         ))
     return InfillResult(
         code=code.fill(pick.texts), holes=holes, mode=mode, samples=K, candidate=pick.index, checked=checked,
-        parses=pick.parses, passed=pick.passed, why=why, seconds=round(time.perf_counter() - t0, 3),
-        ranking=ranking, candidates=[c for f in searches for j in sorted(f.by_sample) for c in f.by_sample[j]],
+        parses=pick.parses, passed=pick.passed, why=why, seconds=seconds, ranking=ranking, candidates=candidates,
     )
 
 
@@ -409,8 +415,9 @@ def _run_tests(code: str, tests: str, timeout: float, isolation: str):
     return run_python(code + "\n\n" + tests + "\n", timeout=timeout, isolation=isolation)
 
 
-def _choose(code: InfillCode, ranking: list[Sample], tests, mode, timeout, isolation) -> tuple[Sample, int, str]:
-    """The sample to return, how many were checked, and why."""
+def _choose(code: InfillCode, ranking: list[Sample], tests, mode,
+            timeout, isolation) -> tuple[Sample | None, int, str]:
+    """The sample to return (None: verified mode, and no sample parses), how many were checked, and why."""
     K = len(ranking)
     if mode == "model":
         top = ranking[0]
@@ -442,5 +449,5 @@ def _choose(code: InfillCode, ranking: list[Sample], tests, mode, timeout, isola
     if parsing is not None:
         return parsing, K, (f"no sample of {K} passes ({'; '.join(failed)}): sample {parsing.index}, the best-scoring "
                             "whose code parses (mode verified)")
-    top = ranking[0]
-    return top, K, f"no sample of {K} parses ({'; '.join(failed)}): the top-scoring one (mode verified)"
+    return None, K, (f"no sample of {K} parses ({'; '.join(failed)}): nothing returned (mode verified; more samples "
+                     "or a larger max_hole_tokens may find one)")
