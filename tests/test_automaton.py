@@ -451,3 +451,32 @@ def test_an_enums_automaton_read_off_its_trie_is_outlines_index_of_it():
             ids = TOK.encode(t, add_special_tokens=False)
             assert fast.accepts(ids) and slow.accepts(ids)
         assert not fast.accepts(TOK.encode(texts[0] + "x", add_special_tokens=False))
+
+
+@settings(max_examples=40, deadline=None)
+@given(regex=st.sampled_from(REGEXES + [r"( {4}[a-z_]+\(([a-z0-9, ]|\([a-z0-9, ]*\))*\)\n){1,3}"]),
+       length=st.integers(6, 24), seed=st.integers(0, 10**6), ties=st.booleans(), sure=st.booleans())
+def test_the_pruned_pass_gives_the_joint_passes_path(regex, length, seed, ties, sure):
+    """`pruned_best_path` (bounds from a greedy path, used for large automata) picks exactly the joint Viterbi pass's
+    path — on rounded scores (ties) too, and on a model sure of one spelling (most states pruned) — and both fail
+    alike where no value fits."""
+    from diffreason.constrain.tokens import joint_best_paths, pruned_best_path
+
+    a = C.automaton(regex).with_padding(PAD)
+    g = torch.Generator().manual_seed(seed)
+    lp = torch.randn(length, len(TOK), generator=g) * 3
+    if sure:  # one path of the language far ahead of the rest
+        try:
+            path = joint_best_paths([(a, lp.log_softmax(-1), None)])[0]
+        except TemplateError:
+            path = None
+        if path is not None:
+            lp[torch.arange(length), torch.tensor(path)] += 12.0
+    lp = (lp.round() if ties else lp).log_softmax(-1)
+    try:
+        expected = joint_best_paths([(a, lp, None)])[0]
+    except TemplateError:
+        with pytest.raises(TemplateError, match="no complete value"):
+            pruned_best_path(a, lp)
+        return
+    assert pruned_best_path(a, lp) == expected and a.accepts(expected)

@@ -254,3 +254,34 @@ def test_the_product_by_layers_is_the_product_by_dicts():
     with pytest.raises(regex_dfa.TooLarge):
         regex_dfa._product(big, 900)
     assert len(regex_dfa._product(big, 930).moves) == 930
+
+
+@pytest.mark.parametrize("regex", REGEXES + [r"(a|ab|abc)(c|bc|)", r"(x[ab]{0,3}|y[ab]{0,3})z"])
+def test_minimise_gives_the_minimal_dfa(regex):
+    """As many states as interegular's minimal DFA (`reduce()`: Brzozowski's double reversal), with the language
+    kept."""
+    from interegular.fsm import FSM
+
+    fast = _fast(regex)
+    small = regex_dfa.minimise(regex_dfa.DFA([dict(fast.map[s]) for s in range(len(fast.states))], set(fast.finals)))
+    assert len(small.moves) == len(CHARS.parse(regex, ()).to_fsm().reduce().states)
+    as_fsm = FSM(alphabet=fast.alphabet, states=range(len(small.moves)), initial=0, finals=small.finals,
+                 map=dict(enumerate(small.moves)), __no_validation__=True)
+    assert as_fsm.equivalent(CHARS.parse(regex, ()).to_fsm())
+
+
+def test_a_large_intersections_product_is_minimal(monkeypatch):
+    mark = "\U000f0000"
+    parts = ("x[ab]{0,300}|y[ab]{0,300}", "[abxy]*b")  # two chains the subset construction keeps apart
+    minimal = len(CHARS.parse(mark, ((mark, parts),)).to_fsm().reduce().states)
+    assert len(_fast(mark, ((mark, parts),)).states) == minimal
+    monkeypatch.setattr(regex_dfa, "MINIMISE_FROM", 10**6)  # (below the threshold the product stays as built)
+    assert len(_fast(mark, ((mark, parts),)).states) > minimal
+
+
+def test_minimise_merges_states_no_string_tells_apart():
+    # a(b|c) written so the subset construction keeps the two branches' states apart: 0 -a-> 1 -b-> 3, 0 -x-> 2 -b-> 4
+    d = regex_dfa.DFA([{0: 1, 1: 2}, {2: 3}, {2: 4}, {}, {}], {3, 4})
+    m = regex_dfa.minimise(d)
+    assert m.moves == [{0: 1, 1: 1}, {2: 2}, {}] and m.finals == {2}
+    assert regex_dfa.minimise(m) == m

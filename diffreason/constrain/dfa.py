@@ -294,6 +294,42 @@ def _trim(dfa: DFA) -> DFA:
                {number[s] for s in dfa.finals})
 
 
+def minimise(dfa: DFA) -> DFA:
+    """The minimal DFA of a trimmed `dfa`'s language (Moore's partition refinement, each round a few array operations
+    over the dense table): states that no string tells apart merge, numbered in order of their first member (the
+    initial state stays 0). Every later stage (token automaton, slot sets, the commit's Viterbi pass) is linear in
+    states and moves."""
+    n = len(dfa.moves)
+    if n <= 1:
+        return dfa
+    classes = 1 + max((c for row in dfa.moves for c in row), default=0)
+    table = _table(dfa, classes)
+    table[table < 0] = n  # a dead state n: every missing move
+    table = np.vstack([table, np.full((1, classes), n, dtype=table.dtype)])
+    block = np.append(_finals(dfa), False).astype(np.int64)
+    count = len(np.unique(block))
+    while True:
+        limits.check()
+        signature = np.column_stack([block, block[table]])
+        _, refined = np.unique(signature, axis=0, return_inverse=True)
+        refined = refined.reshape(-1)
+        if int(refined.max()) + 1 == count:  # (refinement only splits blocks: no new block, no change)
+            break
+        block, count = refined, int(refined.max()) + 1
+    if count == n + 1:
+        return dfa
+    dead = block[n]
+    number: dict[int, int] = {}
+    first: list[int] = []
+    for s in range(n):
+        b = int(block[s])
+        if b != dead and b not in number:
+            number[b] = len(first)
+            first.append(s)
+    moves = [{c: number[int(block[t])] for c, t in dfa.moves[s].items() if block[t] != dead} for s in first]
+    return DFA(moves, {number[int(block[s])] for s in dfa.finals})
+
+
 def _table(dfa: DFA, classes: int) -> np.ndarray:
     """The moves as a dense [states, classes] table, -1 where there is none."""
     table = np.full((len(dfa.moves), classes), -1, dtype=np.int32)
@@ -425,11 +461,19 @@ def _complement(dfa: DFA, alphabet: _Alphabet) -> DFA:
     return DFA(moves, set(range(dead + 1)) - dfa.finals)
 
 
+MINIMISE_FROM = 256  # states from which a DFA is minimised (see `dfa_of`)
+
+
 def dfa_of(node, alphabet: _Alphabet, special_nodes, max_states: int) -> DFA:
-    """The trimmed DFA of `node` over `alphabet`'s classes."""
+    """The trimmed DFA of `node` over `alphabet`'s classes; an intersection's product of at least MINIMISE_FROM states
+    minimal. A product multiplies its parts' states, many of which no string tells apart (a code hole's shape ×
+    bracket product had 1.3-2.6x the states it needs). Elsewhere the subset construction is left as it is: a JSON
+    value's DFAs are near minimal, and Moore's refinement takes a round per state of a bounded repeat's chain
+    (minimising every DFA made a schema's compile 1.6x slower, those of 256 states or more 1.1x)."""
     intersection, complement = special_nodes
     if isinstance(node, intersection):
-        return _trim(_product([dfa_of(p, alphabet, special_nodes, max_states) for p in node.parts], max_states))
+        product = _trim(_product([dfa_of(p, alphabet, special_nodes, max_states) for p in node.parts], max_states))
+        return minimise(product) if len(product.moves) >= MINIMISE_FROM else product
     if isinstance(node, complement):
         return _trim(_complement(dfa_of(node.part, alphabet, special_nodes, max_states), alphabet))
     nfa = _NFA(alphabet, special_nodes, max_states)
