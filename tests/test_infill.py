@@ -136,6 +136,13 @@ def test_a_single_line_opens_a_block_exactly_when_the_next_statement_is_deeper()
         assert flat.fullmatch(good), good
     for bad in ("    if x:\n", "    if x:  # c\n", "    else: return 0\n", "    in x\n"):
         assert not flat.fullmatch(bad), bad
+    # a simple statement's code ends with neither `:` nor an operator (in a comment anything goes)
+    for bad in ("    y = 1 +\n", "    y =\n", "    return y:\n", "    y -= \n", "    -\n", "    y = x !\n",
+                "    (y) |\n", "    if x: y +\n", "    @\n"):
+        assert not flat.fullmatch(bad), bad
+    for good in ("    y = 1  # more:\n", "    from m import *\n", "    y = 1,\n", "    y = ...\n", "    y = 1.\n",
+                 "    y: int\n", "    -y\n", "    y = 'a:'  \n", "    y = x; \n", "    if x: y += 1\n"):
+        assert flat.fullmatch(good), good
     # a comment alone would leave the deeper statement after it without a block
     lone = _regex("def f():\n    x = 1\n", "        y = 2\n", single=True)
     assert lone.fullmatch("    if x:\n") and not lone.fullmatch("    # c\n")

@@ -434,11 +434,34 @@ def hole_regex(ctx: HoleContext, depth: int = 4) -> str:
     return f"{first}{body}\\n"
 
 
+_BAD_ENDS = ":=+-/%&|^<>~@!"  # no simple statement's code (brackets closed) ends with one of these
+
+
+def _class(chars: str) -> str:
+    return "".join("\\" + c if c in "\\]^-" else c for c in chars)
+
+
+def _rest_of_line(excluded: str, hash_first: bool, colon_first: bool = True) -> str:
+    """A simple statement's line from a character not in `excluded` (a character class body) to its end: its code
+    does not end with `:` or an operator, unless the line holds a `#` (a comment may end with anything; the flat
+    regex cannot tell a comment's `#` from a string's, so any `#` lifts the rule). `hash_first`, `colon_first`: the
+    first character may be `#`, `:`."""
+    bad, good_end = _class(_BAD_ENDS), f"[^\\n#{_class(_BAD_ENDS)} \\t]"
+    bad_first = _BAD_ENDS if colon_first else _BAD_ENDS.replace(":", "")
+    options = [f"[^{excluded}#{bad}](?:[^\\n#]*{good_end})?[ \\t]*",
+               f"[{_class(bad_first)}][^\\n#]*{good_end}[ \\t]*",
+               f"[^{excluded}#][^\\n]*#[^\\n]*"]
+    if hash_first:
+        options.append("#[^\\n]*")
+    return "(?:" + "|".join(options) + ")"
+
+
 def _shape_regex(shapes: list[_Shape]) -> str:
     """The lines of `shapes` as a flat regex (no brackets, strings or comments read: the hole's regex says those, and
     the slot is the intersection of both): a block opener is a block keyword, code, `:`, then at most a comment; any
     other line starts with a word a statement may start with (not `in`, `and`, ..., nor a block keyword unless
-    something follows its colon: `if x: y`), or with no word."""
+    something follows its colon: `if x: y`), or with no word, and its code does not end with `:` or an operator
+    (`_rest_of_line`)."""
     any_, blank, sep = r"[^\n]", r"[ \t]", r"[ \t(\[{'\"]"
     kinds: dict[tuple[bool, tuple[str, ...]], list[str]] = {}
     for shape in shapes:
@@ -470,8 +493,10 @@ def _shape_regex(shapes: list[_Shape]) -> str:
         starts += [f"(?:{'|'.join(bare)})"] if bare else []
         out.append(f"(?:{'|'.join(starts)}){blank}*:{blank}*(?:#{any_}*)?")
     if words:
-        out.append(rf"(?:{'|'.join(words)})(?:[^\w\n]{any_}*)?|{at(symbols)}[^A-Za-z_ :#\n\t]{any_}*")
-        out.append(rf"(?:{'|'.join(one_liners)})[^\w\n]{any_}*:{blank}*[^ \t\n#]{any_}*")  # `if x: y`
+        after_word, after_symbol = _rest_of_line(r"\w\n", True), _rest_of_line(r"A-Za-z_ :#\n\t", False, False)
+        body = _rest_of_line(r" \t\n#", False)
+        out.append(rf"(?:{'|'.join(words)})(?:{after_word})?|{at(symbols)}{after_symbol}")
+        out.append(rf"(?:{'|'.join(one_liners)})[^\w\n]{any_}*:{blank}*{body}")  # `if x: y`
     commented = [shape.indent for shape in shapes if shape.comment]
     if commented:
         out.append(f"{at(commented)}#{any_}*")
