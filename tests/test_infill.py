@@ -164,6 +164,27 @@ def test_a_single_line_opens_a_block_exactly_when_the_next_statement_is_deeper()
     assert rx.fullmatch("    if x:\n") and rx.fullmatch("    x = 1\n")
 
 
+def test_a_multi_line_holes_last_statement_opens_a_block_exactly_when_the_next_statement_is_deeper():
+    rx = _regex("def f(xs):\n    t = 0\n", "        t += x\n    return t\n")
+    for good in ("    for x in xs:\n", "    y = 1\n    for x in xs:\n", "    for x in xs:\n        y = 1\n",
+                 "    for x in (xs,\n   ys):\n", "    for x in xs:  # c\n", "    for x in xs:\n    # c\n",
+                 "    if a:\n        y = [1,\n 2]\n    for x in xs:\n", "    y = 1  # c\n    while y:\n",
+                 "    for x in xs: \\\n  \n        pass\n", "    # c\n    for x in xs:\n"):
+        assert rx.fullmatch(good), good
+    for bad in ("    y = 1\n",  # the deeper next statement needs a block
+                "    for x in xs:\n    y = 1\n", "    if a: b\n",  # the last statement is not an opener
+                "    for x in xs:\n        y = (1,\n 2) +\n"):  # (nor deep enough, and it ends with an operator)
+        assert not rx.fullmatch(bad), bad
+    # the next statement no deeper: the last statement opens no block, and its code ends with no operator
+    flat = _regex("def f(xs):\n    t = 0\n", "    return t\n")
+    for good in ("    t = 1\n", "    for x in xs:\n        t += x\n", "    t = [1,\n 2]  # c:\n", "    if x: t = 1\n",
+                 "    t = 1\n    # done:\n"):
+        assert flat.fullmatch(good), good
+    for bad in ("    for x in xs:\n", "    t = 1 +\n", "    for x in xs:\n        t += x\n    else:\n", "    t =\n"):
+        assert not flat.fullmatch(bad), bad
+    assert not _regex("def f():\n", "").fullmatch("    if x:\n")  # the code ends after the hole
+
+
 def test_language_of_inline_holes_and_open_brackets():
     rx = _regex("x = f(", ")\n")
     for good in ("1, 2", "a)(b", "[1, (2)]", "'('", "g(h(i(j())))"):

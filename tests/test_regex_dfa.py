@@ -285,3 +285,12 @@ def test_minimise_merges_states_no_string_tells_apart():
     m = regex_dfa.minimise(d)
     assert m.moves == [{0: 1, 1: 1}, {2: 2}, {}] and m.finals == {2}
     assert regex_dfa.minimise(m) == m
+
+
+def test_any_dfa_from_the_large_threshold_is_minimal(monkeypatch):
+    regex = "x[ab]{0,100}|y[ab]{0,100}"  # two chains of 101 states as built; the start, then one chain, minimal
+    monkeypatch.setattr(regex_dfa, "MINIMISE_ANY_FROM", 150)
+    assert len(_fast(regex).states) == 102
+    assert _fast(regex).accepts("y" + "ab" * 50) and not _fast(regex).accepts("x" + "a" * 101)
+    monkeypatch.setattr(regex_dfa, "MINIMISE_ANY_FROM", 10**6)
+    assert len(_fast(regex).states) > 200

@@ -30,7 +30,11 @@ The template says what a regular language can say about a hole in its surroundin
   compound statement on one line (`if x: y`); a comment alone only where the next statement's level stays right;
   after a block opener, its body's first line lies between the opener's depth and the next statement's. The shape
   is a flat regex intersected with the hole's (`hole_language`): the slot's automaton is their product, 2-5x the
-  states of the hole's regex alone, and so its build time.
+  states of the hole's regex alone, and so its build time. A simple statement's code ends with neither `:` nor an
+  operator.
+- **the last statement** of a multi-line hole whose next statement is known (`_block_regex`): it opens a block (its
+  code ends with `:`) exactly when the next statement is deeper than the line it starts on; otherwise its code ends
+  with no operator either. Read at the hole's last newline outside brackets, so continuation lines are free.
 
 Only tokens the tokenizer can spell enter a slot: the slot's automaton is built over the tokenizer's tokens from
 this language (special tokens never match; byte tokens only where they complete characters), and pads end it.
@@ -422,6 +426,8 @@ def hole_regex(ctx: HoleContext, depth: int = 4) -> str:
             return line if ctx.single_line else rf"(?:[^\n]*\n)*{line}(?:[^\n]*\n)*"
         return r"[^\n]*[^ \t\n][^\n]*"
     b = _Builder(ctx, depth)
+    if b.multiline and ctx.next_known and ctx.unit is not None and not ctx.open_before and not ctx.closed_after:
+        return _block_regex(ctx, b)
     # a whole-line hole's first line starts with its indentation (`_first_indent`), then code
     lead = not (ctx.whole_line and ctx.unit is not None and not ctx.open_before)
     body = "|".join(f"(?:{b.sequence(k, opened, lead)})" for k, opened in _choices(ctx))
@@ -454,6 +460,65 @@ def _rest_of_line(excluded: str, hash_first: bool, colon_first: bool = True) -> 
     if hash_first:
         options.append("#[^\\n]*")
     return "(?:" + "|".join(options) + ")"
+
+
+def _widths(ctx: HoleContext) -> list[tuple[int, int | None]]:
+    """The first line's indentations as (least, most) widths (most None: no bound)."""
+    if ctx.first_indent is not None:
+        return [(len(ctx.first_indent), len(ctx.first_indent))]
+    out = [(w, w) for w in ctx.first_levels]
+    if ctx.first_deeper is not None:
+        out.append((ctx.first_deeper, None))
+    return out
+
+
+def _indent_between(u: str, low: int, high: int | None) -> str | None:
+    """Indentation of `low` to `high` (None: any more) units; None when empty."""
+    if high is not None and high < low:
+        return None
+    if high == low:
+        return f"{u}{{{low}}}" if low else ""
+    return f"{u}{{{low},{'' if high is None else high}}}"
+
+
+def _block_regex(ctx: HoleContext, b: "_Builder") -> str:
+    """A multi-line hole whose next statement is known: the hole's regex (code, brackets, lines at the block's
+    depth), with its last statement — the code after its last newline outside brackets, before any comment lines —
+    opening a block (code ending with `:`) exactly when the next statement is deeper than it starts; a statement that
+    does not open one does not end its code with an operator either (`_BAD_ENDS`). A statement's code ends outside
+    brackets, as the hole leaves none open here."""
+    u, depth, block, nxt = re.escape(ctx.unit), b.depth, ctx.block, ctx.next_indent
+    newline = b.newline(False)
+    outside = {newline, _COMMENT + newline}
+    brackets = b.atoms(depth, False)[-3:] if depth > 0 else []
+    segment = "(?:" + "|".join(a for a in b.atoms(depth, False) if a not in outside) + ")*"
+    solid = "(?:" + "|".join(a for a in b.atoms(depth, False, solid=True) if a not in outside) + ")"
+    ends_well = "(?:" + "|".join([_ascii_class("()[]{}'\"#\\ \t" + _BAD_ENDS), *_STRINGS, *brackets]) + ")"
+    opener = f"{solid}{segment}:[ \\t]*"
+    simple = f"(?:{ends_well}|{solid}{segment}{ends_well})[ \\t]*"
+
+    def last(low: int, high: int | None, written: int = 0) -> list[str]:
+        """The last statement at an indentation of `low` to `high` units (`written` of them already read): an opener
+        where it is shallower than the next statement, a simple statement where it is not."""
+        options = []
+        if nxt is not None:
+            shallow = _indent_between(u, low - written, (nxt - 1 if high is None else min(high, nxt - 1)) - written)
+            if shallow is not None:
+                options.append(shallow + opener)
+        deep = _indent_between(u, (low if nxt is None else max(low, nxt)) - written,
+                               None if high is None else high - written)
+        if deep is not None:
+            options.append(deep + simple)
+        return options
+
+    alone = [x for low, high in _widths(ctx) for x in last(low, high)]  # the hole is one statement
+    after = last(block, None, block)  # after earlier lines (a newline outside brackets, then `block` units)
+    # earlier lines: code, then a newline outside brackets (or a comment's); or a comment line alone
+    earlier = (f"{_first_indent(ctx)}(?:{b.solid_start(depth, False, lead=False)}{b.content(depth, False)}"
+               f"(?:{newline}|{_COMMENT}{newline})|{_COMMENT}{newline})")
+    body = "|".join([*alone, f"{earlier}(?:{'|'.join(after)})"])
+    comments = rf"(?:[ \t]*{_COMMENT})?(?:\n(?:{u}*\n)*{u}{{{block}}}[ \t]*{_COMMENT})*"
+    return f"(?:(?:{body}){comments}|{_first_indent(ctx)}{_COMMENT})\\n"
 
 
 def _shape_regex(shapes: list[_Shape]) -> str:
