@@ -178,7 +178,7 @@ def test_a_multi_line_holes_last_statement_opens_a_block_exactly_when_the_next_s
     # the next statement no deeper: the last statement opens no block, and its code ends with no operator
     flat = _regex("def f(xs):\n    t = 0\n", "    return t\n")
     for good in ("    t = 1\n", "    for x in xs:\n        t += x\n", "    t = [1,\n 2]  # c:\n", "    if x: t = 1\n",
-                 "    t = 1\n    # done:\n"):
+                 "    t = 1\n    # done:\n", "    # only\n    # comments\n"):
         assert flat.fullmatch(good), good
     for bad in ("    for x in xs:\n", "    t = 1 +\n", "    for x in xs:\n        t += x\n    else:\n", "    t =\n"):
         assert not flat.fullmatch(bad), bad

@@ -490,7 +490,7 @@ def _block_regex(ctx: HoleContext, b: "_Builder") -> str:
     u, depth, block, nxt = re.escape(ctx.unit), b.depth, ctx.block, ctx.next_indent
     newline = b.newline(False)
     outside = {newline, _COMMENT + newline}
-    brackets = b.atoms(depth, False)[-3:] if depth > 0 else []
+    brackets = b.atoms(depth, False)[-3:] if depth > 0 else []  # (the atoms end with (), [], {} groups)
     segment = "(?:" + "|".join(a for a in b.atoms(depth, False) if a not in outside) + ")*"
     solid = "(?:" + "|".join(a for a in b.atoms(depth, False, solid=True) if a not in outside) + ")"
     ends_well = "(?:" + "|".join([_ascii_class("()[]{}'\"#\\ \t" + _BAD_ENDS), *_STRINGS, *brackets]) + ")"
@@ -511,14 +511,14 @@ def _block_regex(ctx: HoleContext, b: "_Builder") -> str:
             options.append(deep + simple)
         return options
 
-    alone = [x for low, high in _widths(ctx) for x in last(low, high)]  # the hole is one statement
+    alone = [x for low, high in _widths(ctx) or [(0, None)] for x in last(low, high)]  # one statement
     after = last(block, None, block)  # after earlier lines (a newline outside brackets, then `block` units)
     # earlier lines: code, then a newline outside brackets (or a comment's); or a comment line alone
     earlier = (f"{_first_indent(ctx)}(?:{b.solid_start(depth, False, lead=False)}{b.content(depth, False)}"
                f"(?:{newline}|{_COMMENT}{newline})|{_COMMENT}{newline})")
     body = "|".join([*alone, f"{earlier}(?:{'|'.join(after)})"])
-    comments = rf"(?:[ \t]*{_COMMENT})?(?:\n(?:{u}*\n)*{u}{{{block}}}[ \t]*{_COMMENT})*"
-    return f"(?:(?:{body}){comments}|{_first_indent(ctx)}{_COMMENT})\\n"
+    comment_lines = rf"(?:\n(?:{u}*\n)*{u}{{{block}}}[ \t]*{_COMMENT})*"
+    return f"(?:(?:{body})(?:[ \\t]*{_COMMENT})?{comment_lines}|{_first_indent(ctx)}{_COMMENT}{comment_lines})\\n"
 
 
 def _shape_regex(shapes: list[_Shape]) -> str:
