@@ -216,8 +216,9 @@ def eval_task(task: InfillTask, single_line: bool, searcher: Searcher, free: Sea
     return rec
 
 
-def _rate(values) -> float | None:
-    values = [bool(v) for v in values]
+def rate(values) -> float | None:
+    """The share of true values, to 4 places (None values are not counted; None when none is left)."""
+    values = [bool(v) for v in values if v is not None]
     return round(sum(values) / len(values), 4) if values else None
 
 
@@ -228,28 +229,28 @@ def summarise(records: list[dict], samples: int, modes: Sequence[str], max_steps
     out: dict = {"tasks": n, "tasks_with_tests": len(tested)}
     out["pass_at_1"] = out["model_top_k"] = out["pass_at_k"] = None
     if "model" in modes and tested:
-        out["pass_at_1"] = _rate(r["pass_model"] for r in tested)
-        out["model_top_k"] = _rate(r["pass_model_top_k"] for r in tested)
-        out["model_top_of_k"] = [_rate(r["model_top_of_k"][k - 1] for r in tested) for k in range(1, samples + 1)]
+        out["pass_at_1"] = rate(r["pass_model"] for r in tested)
+        out["model_top_k"] = rate(r["pass_model_top_k"] for r in tested)
+        out["model_top_of_k"] = [rate(r["model_top_of_k"][k - 1] for r in tested) for k in range(1, samples + 1)]
     if "verified" in modes:
         if tested:
-            out["pass_at_k"] = {str(k): _rate(r["first_verified_pass"] is not None and r["first_verified_pass"] < k
+            out["pass_at_k"] = {str(k): rate(r["first_verified_pass"] is not None and r["first_verified_pass"] < k
                                               for r in tested) for k in ks}
-            out["pass_at_k_curve"] = [_rate(r["first_verified_pass"] is not None and r["first_verified_pass"] < k
+            out["pass_at_k_curve"] = [rate(r["first_verified_pass"] is not None and r["first_verified_pass"] < k
                                             for r in tested) for k in range(1, samples + 1)]
             out["verified_checked_mean"] = round(statistics.mean(r["verified_checked"] for r in tested), 3)
-        out["verified_returned_parse_rate"] = _rate(r["verified_returned_parses"] for r in records)
-    out["parse_rate"] = _rate(p for r in records for p in r["parses_model"])
-    out["parse_rate_candidates"] = _rate(p for r in records for p in r["parses_candidates"])
+        out["verified_returned_parse_rate"] = rate(r["verified_returned_parses"] for r in records)
+    out["parse_rate"] = rate(p for r in records for p in r["parses_model"])
+    out["parse_rate_candidates"] = rate(p for r in records for p in r["parses_candidates"])
     if records and "parses_free" in records[0]:
-        out["parse_rate_unconstrained"] = _rate(p for r in records for p in r["parses_free"])
-        out["parse_rate_same_seeds"] = _rate(p for r in records for p in r["parses_same_seeds"])
-        out["parse_rate_candidates_unconstrained"] = _rate(p for r in records for p in r["parses_free_candidates"])
-        out["parse_rate_candidates_same_seeds"] = _rate(p for r in records
+        out["parse_rate_unconstrained"] = rate(p for r in records for p in r["parses_free"])
+        out["parse_rate_same_seeds"] = rate(p for r in records for p in r["parses_same_seeds"])
+        out["parse_rate_candidates_unconstrained"] = rate(p for r in records for p in r["parses_free_candidates"])
+        out["parse_rate_candidates_same_seeds"] = rate(p for r in records
                                                         for p in r["parses_same_seeds_candidates"])
         out["seconds_per_task_unconstrained"] = round(statistics.mean(r["seconds_free"] for r in records), 3)
-    out["exact_match"] = _rate(r["exact"] for r in records)
-    out["exact_match_lines"] = _rate(r["exact_lines"] for r in records)
+    out["exact_match"] = rate(r["exact"] for r in records)
+    out["exact_match_lines"] = rate(r["exact_lines"] for r in records)
     steps = [r["steps"] for r in records]
     out["median_steps"] = statistics.median(steps) if steps else None
     out["p90_steps"] = percentile(steps, 0.9)
@@ -258,9 +259,9 @@ def summarise(records: list[dict], samples: int, modes: Sequence[str], max_steps
     out["seconds_per_task"] = round(statistics.mean(r["seconds_search"] for r in records), 3) if n else None
     out["sandbox_seconds_per_task"] = round(statistics.mean(r["seconds_sandbox"] for r in records), 3) if n else None
     if "model" in modes and tested:  # pass rate (model mode, sample 0) of the tasks done within s steps
-        out["passed_within_steps"] = [_rate(r["pass_model"] and r["steps"] <= s for r in tested)
+        out["passed_within_steps"] = [rate(r["pass_model"] and r["steps"] <= s for r in tested)
                                       for s in range(1, max_steps + 1)]
-    out["parsed_within_steps"] = [_rate(r["parses_model"][0] and r["steps"] <= s for r in records)
+    out["parsed_within_steps"] = [rate(r["parses_model"][0] and r["steps"] <= s for r in records)
                                   for s in range(1, max_steps + 1)]
     return out
 
@@ -388,7 +389,8 @@ def _threads() -> int:
     return torch.get_num_threads()
 
 
-def _pct(x) -> str:
+def pct(x) -> str:
+    """A fraction as a percentage with one decimal (— for None)."""
     return "—" if x is None else f"{100 * x:.1f} %"
 
 
@@ -433,21 +435,21 @@ def write_report(report: dict, out_dir: str | Path, command: str) -> list[Path]:
         m = s["summary"]
         pak = m.get("pass_at_k") or {}
         lines.append(
-            f"| {name} | {m['tasks']} | {_pct(m.get('pass_at_1'))} | {_pct(m.get('model_top_k'))} | "
-            + " | ".join(_pct(pak.get(str(k))) for k in ks)
-            + f" | {_pct(m['parse_rate'])} | {_pct(m.get('parse_rate_same_seeds'))} / "
-            f"{_pct(m.get('parse_rate_unconstrained'))} | "
-            f"{_pct(m.get('verified_returned_parse_rate'))} | {_pct(m['exact_match'])} | "
-            f"{_pct(m['exact_match_lines'])} | {m['median_steps']} | {m['p90_steps']} | "
+            f"| {name} | {m['tasks']} | {pct(m.get('pass_at_1'))} | {pct(m.get('model_top_k'))} | "
+            + " | ".join(pct(pak.get(str(k))) for k in ks)
+            + f" | {pct(m['parse_rate'])} | {pct(m.get('parse_rate_same_seeds'))} / "
+            f"{pct(m.get('parse_rate_unconstrained'))} | "
+            f"{pct(m.get('verified_returned_parse_rate'))} | {pct(m['exact_match'])} | "
+            f"{pct(m['exact_match_lines'])} | {m['median_steps']} | {m['p90_steps']} | "
             f"{m['seconds_per_task']:.1f} / {m.get('seconds_per_task_unconstrained', float('nan')):.1f} / "
             f"{m['sandbox_seconds_per_task']:.1f} |"
         )
     lines += [
         "",
         "Every candidate (all slot lengths): parse rate "
-        + "; ".join(f"{name} {_pct(s['summary']['parse_rate_candidates'])} constrained (all K), "
-                    f"{_pct(s['summary'].get('parse_rate_candidates_same_seeds'))} constrained / "
-                    f"{_pct(s['summary'].get('parse_rate_candidates_unconstrained'))} free on the baseline's seeds"
+        + "; ".join(f"{name} {pct(s['summary']['parse_rate_candidates'])} constrained (all K), "
+                    f"{pct(s['summary'].get('parse_rate_candidates_same_seeds'))} constrained / "
+                    f"{pct(s['summary'].get('parse_rate_candidates_unconstrained'))} free on the baseline's seeds"
                     for name, s in report["sets"].items()) + f" (baseline: the first {report['baseline_samples']} "
         "seed(s) of each task).",
         "",

@@ -628,16 +628,11 @@ def run(suite: Suite, seed: int, results: Results, done_lines: list[dict], model
 # ---- the report ---------------------------------------------------------------------------------------------------
 
 
-def _rate(values) -> float | None:
-    values = [bool(v) for v in values if v is not None]
-    return round(sum(values) / len(values), 4) if values else None
-
-
 def summarise(entry: Entry, count: int, lines: list[dict]) -> dict:
     """One row: the entry's items done, solved / valid rates, steps (median, p90, the solved-within-s-steps curve),
     seconds per item and items per second, and the task's own summary (`sudoku_eval.mode_entry`,
     `infill_eval.summarise`, JSON coverage)."""
-    from diffreason.evals.infill_eval import percentile
+    from diffreason.evals.infill_eval import percentile, rate
 
     lines = sorted(lines, key=lambda x: x["item"])
     steps = [x["steps"] for x in lines if x["steps"] is not None]
@@ -649,7 +644,7 @@ def summarise(entry: Entry, count: int, lines: list[dict]) -> dict:
     row = {
         "task": entry.task, "set": entry.set, "mode": entry.label, "baseline": entry.mode in BASELINE_MODES,
         "n": count, "done": len(lines),
-        "solved_rate": _rate(x["solved"] for x in lines), "valid_rate": _rate(x["valid"] for x in lines),
+        "solved_rate": rate(x["solved"] for x in lines), "valid_rate": rate(x["valid"] for x in lines),
         "steps_mean": round(statistics.mean(steps), 2) if steps else None,
         "steps_median": statistics.median(steps) if steps else None,
         "steps_p90": percentile(steps, 0.9),
@@ -679,7 +674,7 @@ def summarise(entry: Entry, count: int, lines: list[dict]) -> dict:
         recs = [x["record"] for x in lines]
         outputs = sum(r["valid"] + r["invalid"] for r in recs)
         plaus = [r["plausibility"] for r in recs if r.get("plausibility") is not None]
-        row["json"] = {"compiled_rate": _rate(r["compiled"] for r in recs),
+        row["json"] = {"compiled_rate": rate(r["compiled"] for r in recs),
                        "outputs": outputs, "outputs_valid_rate": round(sum(r["valid"] for r in recs) / outputs, 4)
                        if outputs else None, "unjudged": sum(r["unjudged"] for r in recs),
                        "plausibility_mean": round(statistics.mean(plaus), 4) if plaus else None,
@@ -690,8 +685,8 @@ def summarise(entry: Entry, count: int, lines: list[dict]) -> dict:
         modes = ["verified"] if entry.mode == "verified" else ["model"]
         recs = [x["record"] for x in lines]
         if entry.mode == "unconstrained":  # (its runs with the slot free are the baseline's: the rates of those)
-            s = {"parse_rate": _rate(p for r in recs for p in r["parses_free"]),
-                 "parse_rate_constrained_same_seeds": _rate(p for r in recs for p in r["parses_same_seeds"])}
+            s = {"parse_rate": rate(p for r in recs for p in r["parses_free"]),
+                 "parse_rate_constrained_same_seeds": rate(p for r in recs for p in r["parses_same_seeds"])}
         else:
             s = infill_summary(recs, entry.options.get("samples", 1), modes, recs[0]["budget"])
             s = {k: v for k, v in s.items() if k not in ("passed_within_steps", "parsed_within_steps",
@@ -732,15 +727,13 @@ def _display(path: str) -> str:
         return path
 
 
-def _pct(x) -> str:
-    return "—" if x is None else f"{100 * x:.1f} %"
-
-
 def _num(x, fmt: str = "{:g}") -> str:
     return "—" if x is None else fmt.format(x)
 
 
 def write_report(out_dir: Path, head: dict, lines: list[dict]) -> list[Path]:
+    from diffreason.evals.infill_eval import pct
+
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     report = build_report(head, lines)
@@ -771,7 +764,7 @@ def write_report(out_dir: Path, head: dict, lines: list[dict]) -> list[Path]:
     for r in report["rows"]:
         items = f"{r['done']}" + (f" / {r['n']}" if r["done"] != r["n"] else "")
         md.append(f"| {r['task']} | {r['set']} | {r['mode']}{' (baseline)' if r['baseline'] else ''} | {items} | "
-                  f"{_pct(r['solved_rate'])} | {_pct(r['valid_rate'])} | {_num(r['steps_median'])} | "
+                  f"{pct(r['solved_rate'])} | {pct(r['valid_rate'])} | {_num(r['steps_median'])} | "
                   f"{_num(r['steps_p90'])} | {_num(r['steps_mean'], '{:.1f}')} | "
                   f"{_num(r['seconds_per_item'], '{:.2f}')} | {_num(r['items_per_second'], '{:.2f}')} |")
     if report["comparisons"]:
@@ -780,8 +773,8 @@ def write_report(out_dir: Path, head: dict, lines: list[dict]) -> list[Path]:
                "|---|---|---|---|---:|---:|---:|---:|"]
         for c in report["comparisons"]:
             md.append(f"| {c['task']} | {c['set']} | {c['mode']} | {c['baseline']} | "
-                      f"{_pct(c['solved_rate'][0])} / {_pct(c['solved_rate'][1])} | "
-                      f"{_pct(c['valid_rate'][0])} / {_pct(c['valid_rate'][1])} | "
+                      f"{pct(c['solved_rate'][0])} / {pct(c['solved_rate'][1])} | "
+                      f"{pct(c['valid_rate'][0])} / {pct(c['valid_rate'][1])} | "
                       f"{_num(c['steps_median'][0])} / {_num(c['steps_median'][1])} | "
                       f"{_num(c['seconds_per_item'][0], '{:.2f}')} / {_num(c['seconds_per_item'][1], '{:.2f}')} |")
     extra = []
@@ -791,23 +784,23 @@ def write_report(out_dir: Path, head: dict, lines: list[dict]) -> list[Path]:
         elif "sudoku" in r and r["done"]:
             s = r["sudoku"]
             extra.append(f"- sudoku {r['set']} {r['mode']}: budget {r['budget']} steps; unsolved: out of steps "
-                         f"{_pct(s['unsolved_ran_out'])}, stopped early {_pct(s['unsolved_stopped'])}; chains mean "
-                         f"{s['chains_mean']:.2f}, voted {_pct(s['voted'])}")
+                         f"{pct(s['unsolved_ran_out'])}, stopped early {pct(s['unsolved_stopped'])}; chains mean "
+                         f"{s['chains_mean']:.2f}, voted {pct(s['voted'])}")
         elif "json" in r:
             j = r["json"]
-            extra.append(f"- json {r['set']} {r['mode']}: compiled {_pct(j['compiled_rate'])}, {j['outputs']} "
-                         f"outputs, {_pct(j['outputs_valid_rate'])} valid, {j['unjudged']} unjudged; plausibility "
+            extra.append(f"- json {r['set']} {r['mode']}: compiled {pct(j['compiled_rate'])}, {j['outputs']} "
+                         f"outputs, {pct(j['outputs_valid_rate'])} valid, {j['unjudged']} unjudged; plausibility "
                          f"{_num(j['plausibility_mean'], '{:.2f}')}" + (f"; problems: {len(j['problems'])}"
                                                                         if j["problems"] else ""))
         elif "infill" in r:
             i = r["infill"]
-            parts = [f"{label} {_pct(i[key])}" for key, label in (
+            parts = [f"{label} {pct(i[key])}" for key, label in (
                 ("pass_at_1", "pass@1"), ("model_top_k", "top of K"), ("parse_rate", "parses (every sample)"),
                 ("parse_rate_constrained_same_seeds", "constrained on the same seeds"),
                 ("verified_returned_parse_rate", "verified answers (code that parses)"), ("exact_match", "exact"),
                 ("exact_match_lines", "exact lines")) if i.get(key) is not None]
             if isinstance(i.get("pass_at_k"), dict):
-                parts.append("pass@k " + ", ".join(f"{k}: {_pct(v)}" for k, v in i["pass_at_k"].items()))
+                parts.append("pass@k " + ", ".join(f"{k}: {pct(v)}" for k, v in i["pass_at_k"].items()))
             if i.get("sandbox_seconds_per_task") is not None:
                 parts.append(f"sandbox {i['sandbox_seconds_per_task']:.2f} s / task")
             extra.append(f"- infill {r['set']} {r['mode']}: " + ", ".join(parts))

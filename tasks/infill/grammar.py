@@ -245,8 +245,12 @@ _CONTROL = r"\x00-\x08\x0b-\x1f\x7f"  # control characters (but tab and newline)
 def _ascii_class(excluded: str) -> str:
     """A character class of tab and printable ASCII but `excluded`: code outside strings and comments (a non-ASCII
     identifier is legal Python but rare; inside strings and comments any character but a control one goes)."""
-    kept = "".join(chr(c) for c in [9, *range(0x20, 0x7F)] if chr(c) not in excluded)
-    return "[" + "".join("\\" + c if c in "\\]^-[" else c for c in kept) + "]"
+    return "[" + _class("".join(chr(c) for c in [9, *range(0x20, 0x7F)] if chr(c) not in excluded)) + "]"
+
+
+def _class(chars: str) -> str:
+    """`chars` escaped for a character class."""
+    return "".join("\\" + c if c in "\\]^-[" else c for c in chars)
 
 
 _PLAIN = _ascii_class("()[]{}'\"#\\")  # code: no bracket, quote, comment sign or backslash
@@ -297,10 +301,14 @@ class _Builder:
             atoms.append(_COMMENT + nl)
             if not solid:
                 atoms.append(nl)
-        if depth > 0:
-            inner = self.content(depth - 1, True)
-            atoms += [rf"\({inner}\)", rf"\[{inner}\]", rf"\{{{inner}\}}"]
-        return atoms
+        return atoms + self.brackets(depth)
+
+    def brackets(self, depth: int) -> list[str]:
+        """(), [] and {} around balanced content, nested at most `depth` deep (none at depth 0)."""
+        if depth <= 0:
+            return []
+        inner = self.content(depth - 1, True)
+        return [rf"\({inner}\)", rf"\[{inner}\]", rf"\{{{inner}\}}"]
 
     def content(self, depth: int, inside: bool) -> str:
         key = (depth, inside)
@@ -443,10 +451,6 @@ def hole_regex(ctx: HoleContext, depth: int = 4) -> str:
 _BAD_ENDS = ":=+-/%&|^<>~@!"  # no simple statement's code (brackets closed) ends with one of these
 
 
-def _class(chars: str) -> str:
-    return "".join("\\" + c if c in "\\]^-" else c for c in chars)
-
-
 def _rest_of_line(excluded: str, hash_first: bool, colon_first: bool = True) -> str:
     """A simple statement's line from a character not in `excluded` (a character class body) to its end: its code
     does not end with `:` or an operator, unless the line holds a `#` (a comment may end with anything; the flat
@@ -490,10 +494,9 @@ def _block_regex(ctx: HoleContext, b: "_Builder") -> str:
     u, depth, block, nxt = re.escape(ctx.unit), b.depth, ctx.block, ctx.next_indent
     newline = b.newline(False)
     outside = {newline, _COMMENT + newline}
-    brackets = b.atoms(depth, False)[-3:] if depth > 0 else []  # (the atoms end with (), [], {} groups)
     segment = "(?:" + "|".join(a for a in b.atoms(depth, False) if a not in outside) + ")*"
     solid = "(?:" + "|".join(a for a in b.atoms(depth, False, solid=True) if a not in outside) + ")"
-    ends_well = "(?:" + "|".join([_ascii_class("()[]{}'\"#\\ \t" + _BAD_ENDS), *_STRINGS, *brackets]) + ")"
+    ends_well = "(?:" + "|".join([_ascii_class("()[]{}'\"#\\ \t" + _BAD_ENDS), *_STRINGS, *b.brackets(depth)]) + ")"
     opener = f"{solid}{segment}:[ \\t]*"
     simple = f"(?:{ends_well}|{solid}{segment}{ends_well})[ \\t]*"
 
