@@ -457,7 +457,7 @@ def test_an_enums_automaton_read_off_its_trie_is_outlines_index_of_it():
 @given(regex=st.sampled_from(REGEXES + [r"( {4}[a-z_]+\(([a-z0-9, ]|\([a-z0-9, ]*\))*\)\n){1,3}"]),
        length=st.integers(6, 24), seed=st.integers(0, 10**6), ties=st.booleans(), sure=st.booleans())
 def test_the_pruned_pass_gives_the_joint_passes_path(regex, length, seed, ties, sure):
-    """`pruned_best_path` (bounds from a greedy path, used for large automata) picks exactly the joint Viterbi pass's
+    """`pruned_best_path` (bounds from a beam search's path, used for large automata) picks exactly the joint Viterbi pass's
     path — on rounded scores (ties) too, and on a model sure of one spelling (most states pruned) — and both fail
     alike where no value fits."""
     from diffreason.constrain.tokens import joint_best_paths, pruned_best_path

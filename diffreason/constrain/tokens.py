@@ -507,6 +507,7 @@ class TokenAutomaton:
 
 
 PRUNED_WORK = 1 << 18  # moves × positions from which a job's Viterbi pass runs alone, pruned (`pruned_best_path`)
+BEAM_WIDTH = 16  # states per position of the beam whose path bounds the pruned pass (`_beam_score`)
 
 
 def best_paths(jobs: list[tuple[TokenAutomaton, torch.Tensor, torch.Tensor | None]]) -> list[list[int]]:
@@ -530,14 +531,17 @@ def best_paths(jobs: list[tuple[TokenAutomaton, torch.Tensor, torch.Tensor | Non
 
 def pruned_best_path(automaton: TokenAutomaton, log_probs: torch.Tensor,
                      backward: torch.Tensor | None = None) -> list[int]:
-    """One job of `best_paths`, pruned by bounds, with the joint pass's path. A greedy walk (at each position the
-    best move that can still finish) gives a complete path, so a lower bound `low` of the best score; the best class
+    """One job of `best_paths`, pruned by bounds, with the joint pass's path. A narrow beam search (`_beam_score`:
+    the `BEAM_WIDTH` best states per position, each move's target still able to finish) gives a complete path, so a
+    lower bound `low` of the best score; the best class
     score at each position left, summed, bounds what a prefix can still gain (`upper[k]`). A state whose score at
     position k is below `low - upper[k]` is on no path as good as the greedy one, so it is dropped, and a step only
     visits the moves out of the states kept (the moves are sorted by source). Every move into a state on a best path
     comes from a kept state (its score plus `upper[k]` is at least the best), so the argmax moves and the final state
     the joint pass picks are kept with it. A model that is sure of a path keeps a handful of states per position: 5 to
-    50 times faster than the joint pass on code holes' automata (thousands of states, 60k-280k moves)."""
+    50 times faster than the joint pass on code holes' automata (thousands of states, 60k-650k moves). The tighter
+    `low`, the fewer states kept: a greedy walk (a beam of one) often had to take a token the model all but rules out
+    near the end (scores of -1,900 where the best path's was -12), and kept nearly every state."""
     log_probs = log_probs[:, : automaton.vocab_size]
     length = log_probs.shape[0]
     if backward is None:
@@ -550,7 +554,7 @@ def pruned_best_path(automaton: TokenAutomaton, log_probs: torch.Tensor,
     states, moves = automaton.num_states, len(src)
     offsets = np.searchsorted(src, np.arange(states + 1))  # the moves out of state s: offsets[s] .. offsets[s + 1]
     upper = np.concatenate([np.cumsum(class_score.max(axis=1)[::-1])[::-1], [0.0]])
-    low = _greedy_score(automaton.initial, offsets, tok, dst, class_score, finishing)
+    low = _beam_score(automaton.initial, offsets, tok, dst, class_score, finishing)
     if np.isnan(upper).any():  # (NaN scores: no bound holds, nothing is pruned)
         low = float("-inf")
     slack = 1e-9 * (1.0 + abs(low) + abs(upper[0])) if np.isfinite(low) else 0.0
@@ -588,21 +592,28 @@ def pruned_best_path(automaton: TokenAutomaton, log_probs: torch.Tensor,
     return tokens[::-1]
 
 
-def _greedy_score(initial: int, offsets, tok, dst, class_score, finishing) -> float:
-    """The score of the greedy complete path (-inf when the slot has none): at each position the best-scoring move
-    whose target can still finish."""
-    state, total = initial, 0.0
-    if not finishing[0][state]:
+def _beam_score(initial: int, offsets, tok, dst, class_score, finishing, width: int = BEAM_WIDTH) -> float:
+    """The best score of a beam search (-inf when the slot has no complete path): at each position every move out of
+    the beam's states whose target can still finish, then the `width` best targets (each at its best score) form the
+    next beam. Every path it follows can finish, so its best final score is that of a complete path."""
+    if not finishing[0][initial]:
         return float("-inf")
+    states, scores = np.array([initial]), np.array([0.0])
     for k in range(class_score.shape[0]):
-        lo, hi = offsets[state], offsets[state + 1]
-        gain = np.where(finishing[k + 1][dst[lo:hi]], class_score[k, tok[lo:hi]], -np.inf)
-        if gain.size == 0 or not np.isfinite(gain.max()):
+        starts, counts = offsets[states], offsets[states + 1] - offsets[states]
+        edge = np.repeat(starts - (np.cumsum(counts) - counts), counts) + np.arange(int(counts.sum()))
+        owner = np.repeat(np.arange(states.size), counts)
+        live = finishing[k + 1][dst[edge]]
+        edge, owner = edge[live], owner[live]
+        cand = scores[owner] + class_score[k, tok[edge]]
+        order = np.argsort(-cand, kind="stable")  # best first, so np.unique's first index is a target's best
+        target, cand = dst[edge][order], cand[order]
+        _, first = np.unique(target, return_index=True)
+        first = np.sort(first)[:width]  # (sorted positions in best-first order: the `width` best targets)
+        states, scores = target[first], cand[first]
+        if not states.size or not np.isfinite(scores[0]):
             return float("-inf")
-        i = int(gain.argmax())
-        total += gain[i]
-        state = int(dst[lo + i])
-    return total
+    return float(scores[0])
 
 
 def joint_best_paths(jobs: list[tuple[TokenAutomaton, torch.Tensor, torch.Tensor | None]]) -> list[list[int]]:
