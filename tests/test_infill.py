@@ -183,6 +183,29 @@ def test_a_multi_line_holes_last_statement_opens_a_block_exactly_when_the_next_s
     for bad in ("    for x in xs:\n", "    t = 1 +\n", "    for x in xs:\n        t += x\n    else:\n", "    t =\n"):
         assert not flat.fullmatch(bad), bad
     assert not _regex("def f():\n", "").fullmatch("    if x:\n")  # the code ends after the hole
+    # an opener's code starts with a block keyword's first letter: `return:`, `pass:`, `x = y:` open nothing
+    for bad in ("    return:\n", "    pass:\n", "    slice = data:\n", "    y = 1\n    raise E:\n"):
+        assert not rx.fullmatch(bad), bad
+    for good in ("    while xs:\n", "    with open(p) as xs:\n", "    try:\n", "    async for x in xs:\n"):
+        assert rx.fullmatch(good), good
+    # comments alone: only where the next statement's indentation is right without a statement before it
+    assert flat.fullmatch("    # c\n") and not rx.fullmatch("    # c\n") and not rx.fullmatch("    # a:\n    # b\n")
+    opened = _regex("def f(xs):\n    for x in xs:\n", "        t = x\n")
+    assert opened.fullmatch("        # c\n") and opened.fullmatch("        t = 1\n")
+    assert not _regex("def f(xs):\n    for x in xs:\n", "").fullmatch("        # c\n")  # the body would be missing
+
+
+def test_a_try_that_ends_a_hole_needs_its_except_or_finally_after_its_body():
+    prefix = "def f(x):\n    y = 0\n"
+    closed = _regex(prefix, "        y = g(x)\n    except E:\n        pass\n    return y\n", single=True)
+    assert closed.fullmatch("    try:\n") and closed.fullmatch("    if x:\n")
+    for suffix in ("        y = g(x)\n    return y\n", "        y = g(x)\n", "        y = g(x)\nexcept E:\n    pass\n"):
+        rx = _regex(prefix, suffix, single=True)
+        assert not rx.fullmatch("    try:\n") and rx.fullmatch("    if x:\n"), suffix
+    assert grammar.hole_context(prefix, "        y = 1\n    finally:\n        z = 1\n", True).try_levels == (4,)
+    # the code after the hole stops at a later hole, which may hold the `except`
+    ctx = grammar.hole_context(prefix, "        y = g(x)\n", True, single_line=True, suffix_ends_at_hole=True)
+    assert grammar.hole_language(ctx).fullmatch("    try:\n")
 
 
 def test_language_of_inline_holes_and_open_brackets():

@@ -26,15 +26,18 @@ The template says what a regular language can say about a hole in its surroundin
 - **the line's shape** (a single whole line whose next statement is known — the code after it up to the end, or up
   to a later hole when a statement comes first): it opens a block (a block keyword, code, then `:`) exactly when
   the next statement is deeper; `elif` / `else` / `except` / `finally` open one only after what they continue at
-  their level; otherwise it does not start with `in`, `is`, `and`, `or`, nor with a block keyword unless it is a
-  compound statement on one line (`if x: y`); a comment alone only where the next statement's level stays right;
+  their level, and `try` only where its `except` / `finally` follows its body; otherwise it does not start with
+  `in`, `is`, `and`, `or`, nor with a block keyword unless it is a compound statement on one line (`if x: y`); a
+  comment alone only where the next statement's level stays right;
   after a block opener, its body's first line lies between the opener's depth and the next statement's. The shape
   is a flat regex intersected with the hole's (`hole_language`): the slot's automaton is their product, 2-5x the
   states of the hole's regex alone, and so its build time. A simple statement's code ends with neither `:` nor an
   operator.
 - **the last statement** of a multi-line hole whose next statement is known (`_block_regex`): it opens a block (its
-  code ends with `:`) exactly when the next statement is deeper than the line it starts on; otherwise its code ends
-  with no operator either. Read at the hole's last newline outside brackets, so continuation lines are free.
+  code starts with a block keyword's first letter and ends with `:`) exactly when the next statement is deeper than
+  the line it starts on; otherwise its code ends with no operator either. Read at the hole's last newline outside
+  brackets, so continuation lines are free. Comments alone only where the next statement needs no statement before
+  it (not where it would be a missing block's body).
 
 Only tokens the tokenizer can spell enter a slot: the slot's automaton is built over the tokenizer's tokens from
 this language (special tokens never match; byte tokens only where they complete characters), and pads end it.
@@ -161,6 +164,8 @@ class HoleContext:
     next_known: bool = False  # the statement after the hole is known (or known to be none): `next_indent` applies
     next_indent: int | None = None  # its indentation in units (None: the code ends after the hole)
     heads: tuple[tuple[int, str], ...] = ()  # (level, first word of the last statement at that level) per open level
+    try_levels: tuple[int, ...] | None = None  # where a `try:` that ends the hole is followed by its `except` /
+    # `finally` (the first statement after its body at its level or shallower is one, at its level); None: any level
 
 
 def _unit(*texts: str) -> str | None:
@@ -187,6 +192,22 @@ def _levels(widths: list[int]) -> list[int]:
             while len(stack) > 1 and stack[-1] > w:
                 stack.pop()
     return stack
+
+
+def _try_levels(nexts: list[tuple[str, str]], cut: bool) -> tuple[int, ...] | None:
+    """The indentations (below the next statement's) at which a `try:` ending the hole would have its `except` or
+    `finally`: the first statement after the next one (the `try`'s body) at that indentation or shallower is one of
+    them, at that indentation. `cut`: the code after it stops at a later hole, which may hold it when no statement
+    decides."""
+    if not nexts:
+        return None
+    later = [(len(ind), _first_word(code)) for ind, code in nexts[1:]]
+    out = []
+    for w in range(len(nexts[0][0])):
+        first = next(((width, word) for width, word in later if width <= w), None)
+        if (first is None and cut) or (first is not None and first[0] == w and first[1] in ("except", "finally")):
+            out.append(w)
+    return tuple(out)
 
 
 def hole_context(prefix: str, suffix: str, whole_line: bool, indent: str | None = None,
@@ -229,7 +250,8 @@ def hole_context(prefix: str, suffix: str, whole_line: bool, indent: str | None 
     known = not opened and not closed and after.quote is None and (bool(nexts) or not suffix_ends_at_hole)
     heads = tuple((w, _first_word(next(c for i, c in reversed(statements) if len(i) == w)))
                   for w in _levels(widths) if w in widths)
-    following = dict(next_known=known, next_indent=nxt, heads=heads)
+    following = dict(next_known=known, next_indent=nxt, heads=heads,
+                     try_levels=_try_levels(nexts, suffix_ends_at_hole) if known else None)
     if indent is not None:
         return HoleContext(True, single_line, unit=unit, first_indent=indent, block=min(block, len(indent)),
                            open_before=opened, closed_after=closed, **following)
@@ -362,9 +384,16 @@ _OPENERS = ("if", "for", "while", "with", "def", "class", "async", "match", "cas
 _BARE = ("else", "try", "finally")
 _CONTINUES = {"elif": ("if", "elif"), "else": ("if", "elif", "for", "while", "try", "except", "async"),
               "except": ("try", "except"), "finally": ("try", "except", "else")}
+_KEYWORD_INITIALS = "".join(sorted({k[0] for k in (*_OPENERS, *_BARE, "except")}))
 _NOT_FIRST = ("and", "in", "is", "or")  # words no statement starts with
 # A line that does not open a block starts with one of these only as a compound statement on one line (`if x: y`)
 _COMPOUND = ("if", "elif", "else", "for", "while", "with", "def", "class", "try", "except", "finally", "async")
+
+
+def _bare_openers(continues: Sequence[str], try_ok: bool) -> list[str]:
+    """The block keywords that take no code before their colon, of `_BARE`: `else` and `finally` only where they
+    continue a statement (`continues`), `try` only where `try_ok`."""
+    return [k for k in _BARE if (k not in _CONTINUES or k in continues) and (k != "try" or try_ok)]
 
 
 @dataclass(frozen=True)
@@ -373,6 +402,7 @@ class _Shape:
     opens: bool  # the line opens a block (else it is a statement that does not end with `:`)
     continues: tuple[str, ...]  # of elif / else / except / finally, those that may start it
     comment: bool  # a comment alone may be the line
+    try_ok: bool = True  # a block opener here may be `try:` (its `except` / `finally` follows: `try_levels`)
 
 
 def _line_shapes(ctx: HoleContext) -> list[_Shape] | None:
@@ -404,7 +434,8 @@ def _line_shapes(ctx: HoleContext) -> list[_Shape] | None:
         if not opens and nxt is not None and nxt != w and nxt not in levels and ctx.first_indent is None:
             continue  # a statement here would leave the next one at a level that is not open
         continues = tuple(k for k, after in _CONTINUES.items() if heads.get(w) in after)
-        shapes.append(_Shape(f"{u}{{{w}}}" if w else "", opens, continues, comment_ok))
+        try_ok = ctx.try_levels is None or w in ctx.try_levels
+        shapes.append(_Shape(f"{u}{{{w}}}" if w else "", opens, continues, comment_ok, try_ok))
     return shapes or None  # (none: the code around the hole cannot parse whatever it holds; no rule then)
 
 
@@ -488,16 +519,21 @@ def _indent_between(u: str, low: int, high: int | None) -> str | None:
 def _block_regex(ctx: HoleContext, b: "_Builder") -> str:
     """A multi-line hole whose next statement is known: the hole's regex (code, brackets, lines at the block's
     depth), with its last statement — the code after its last newline outside brackets, before any comment lines —
-    opening a block (code ending with `:`) exactly when the next statement is deeper than it starts; a statement that
-    does not open one does not end its code with an operator either (`_BAD_ENDS`). A statement's code ends outside
-    brackets, as the hole leaves none open here."""
+    opening a block (code that starts with a block keyword's first letter and ends with `:`) exactly when the next
+    statement is deeper than it starts; a statement that does not open one does not end its code with an operator
+    either (`_BAD_ENDS`). A hole of comments only where the next statement's indentation is right without a
+    statement before it. A statement's code ends outside brackets, as the hole leaves none open here.
+
+    Only the keyword's first letter: whole keywords (as `_shape_regex` has them) split the letters into a dozen
+    classes and the tokenizer's tokens into many more groups, and the automaton's build grew tens of times slower
+    (docs/code-model.md); the first letter is cheap, and still keeps `return:`, `pass:` and `x = y:` out."""
     u, depth, block, nxt = re.escape(ctx.unit), b.depth, ctx.block, ctx.next_indent
     newline = b.newline(False)
     outside = {newline, _COMMENT + newline}
     segment = "(?:" + "|".join(a for a in b.atoms(depth, False) if a not in outside) + ")*"
     solid = "(?:" + "|".join(a for a in b.atoms(depth, False, solid=True) if a not in outside) + ")"
     ends_well = "(?:" + "|".join([_ascii_class("()[]{}'\"#\\ \t" + _BAD_ENDS), *_STRINGS, *b.brackets(depth)]) + ")"
-    opener = f"{solid}{segment}:[ \\t]*"
+    opener = f"[{_KEYWORD_INITIALS}]{segment}:[ \\t]*"
     simple = f"(?:{ends_well}|{solid}{segment}{ends_well})[ \\t]*"
 
     def last(low: int, high: int | None, written: int = 0) -> list[str]:
@@ -521,7 +557,14 @@ def _block_regex(ctx: HoleContext, b: "_Builder") -> str:
                f"(?:{newline}|{_COMMENT}{newline})|{_COMMENT}{newline})")
     body = "|".join([*alone, f"{earlier}(?:{'|'.join(after)})"])
     comment_lines = rf"(?:\n(?:{u}*\n)*{u}{{{block}}}[ \t]*{_COMMENT})*"
-    return f"(?:(?:{body})(?:[ \\t]*{_COMMENT})?{comment_lines}|{_first_indent(ctx)}{_COMMENT}{comment_lines})\\n"
+    if ctx.first_indent is not None:  # (a marker's indentation: as for a single line, not read)
+        comments_only = True
+    elif ctx.first_deeper is not None:  # the next statement must be the body of the block the prefix opened
+        comments_only = nxt is not None and nxt >= ctx.first_deeper
+    else:
+        comments_only = nxt is None or nxt in ctx.first_levels
+    only = [f"{_first_indent(ctx)}{_COMMENT}{comment_lines}"] if comments_only else []
+    return "(?:" + "|".join([f"(?:{body})(?:[ \\t]*{_COMMENT})?{comment_lines}", *only]) + ")\\n"
 
 
 def _shape_regex(shapes: list[_Shape]) -> str:
@@ -531,9 +574,9 @@ def _shape_regex(shapes: list[_Shape]) -> str:
     something follows its colon: `if x: y`), or with no word, and its code does not end with `:` or an operator
     (`_rest_of_line`)."""
     any_, blank, sep = r"[^\n]", r"[ \t]", r"[ \t(\[{'\"]"
-    kinds: dict[tuple[bool, tuple[str, ...]], list[str]] = {}
+    kinds: dict[tuple[bool, tuple[str, ...], bool], list[str]] = {}
     for shape in shapes:
-        kinds.setdefault((shape.opens, shape.continues), []).append(shape.indent)
+        kinds.setdefault((shape.opens, shape.continues, shape.try_ok), []).append(shape.indent)
 
     def at(indents: list[str]) -> str:
         return "(?:" + "|".join(indents) + ")"
@@ -541,12 +584,12 @@ def _shape_regex(shapes: list[_Shape]) -> str:
     # Each kind of line starts its own way; the rest of the line is one regex shared by every kind (so that the
     # automaton's states after the first word are shared, and its product with the hole's regex stays small).
     with_code, bare, words, symbols, one_liners = [], [], [], [], []
-    for (opens, continues), indents in kinds.items():
+    for (opens, continues, try_ok), indents in kinds.items():
         if opens:
             with_code.append(at(indents) + "(?:" + "|".join(k for k in _OPENERS if k != "elif" or k in continues)
                              + ")")
-            bare.append(at(indents) + "(?:" + "|".join(k for k in _BARE if k not in _CONTINUES or k in continues)
-                        + ")")
+            if _bare_openers(continues, try_ok):
+                bare.append(at(indents) + "(?:" + "|".join(_bare_openers(continues, try_ok)) + ")")
             if "except" in continues:
                 with_code.append(at(indents) + "except")
                 bare.append(at(indents) + "except")
