@@ -15,6 +15,7 @@ from diffreason.tasks.infill import grammar, holes
 from diffreason.tasks.infill.holes import InfillInputError, parse_code, parse_pair
 from diffreason.tasks.infill.humaneval import default_task_files, load_tasks
 from diffreason.tasks.infill.layout import encode
+from diffreason.tasks.infill.search import hole_language_of
 
 HAVE_SHARED = all(p.is_file() for p in default_task_files().values())
 
@@ -193,6 +194,13 @@ def test_a_multi_line_holes_last_statement_opens_a_block_exactly_when_the_next_s
     opened = _regex("def f(xs):\n    for x in xs:\n", "        t = x\n")
     assert opened.fullmatch("        # c\n") and opened.fullmatch("        t = 1\n")
     assert not _regex("def f(xs):\n    for x in xs:\n", "").fullmatch("        # c\n")  # the body would be missing
+    # the same with the hole marked in the file at its indentation (the CLI's way), single- and multi-line
+    code = parse_code("def f(xs):\n    t = 0\n    <|hole|>\n        t += x\n    return t\n")
+    for single in (False, True):
+        marked = hole_language_of(code, 0, code.prefix(0, []), single)
+        assert marked.fullmatch("    for x in xs:\n") and not marked.fullmatch("    # c\n"), single
+    code = parse_code("def f(xs):\n    t = 0\n    <|hole|>\n    return t\n")
+    assert hole_language_of(code, 0, code.prefix(0, []), False).fullmatch("    # c\n")
 
 
 def test_a_try_that_ends_a_hole_needs_its_except_or_finally_after_its_body():

@@ -164,6 +164,8 @@ class HoleContext:
     next_known: bool = False  # the statement after the hole is known (or known to be none): `next_indent` applies
     next_indent: int | None = None  # its indentation in units (None: the code ends after the hole)
     heads: tuple[tuple[int, str], ...] = ()  # (level, first word of the last statement at that level) per open level
+    comment_alone: bool = True  # a hole of comments only leaves the next statement where it may stand (False: it
+    # would need a statement before it: it is deeper than every open level, or the code ends after an opened block)
     try_levels: tuple[int, ...] | None = None  # where a `try:` that ends the hole is followed by its `except` /
     # `finally` (the first statement after its body at its level or shallower is one, at its level); None: any level
 
@@ -245,12 +247,13 @@ def hole_context(prefix: str, suffix: str, whole_line: bool, indent: str | None 
     block = 0 if nxt is None else min(body, nxt)
     levels = [w for w in _levels(widths) if w >= block]
     deeper = widths[-1] + 1 if statements and statements[-1][1].endswith(":") else None
+    alone = (nxt is not None and nxt >= deeper) if deeper is not None else (nxt is None or nxt in levels)
     if deeper is not None:  # a block was opened: its body comes first
         levels = []
     known = not opened and not closed and after.quote is None and (bool(nexts) or not suffix_ends_at_hole)
     heads = tuple((w, _first_word(next(c for i, c in reversed(statements) if len(i) == w)))
                   for w in _levels(widths) if w in widths)
-    following = dict(next_known=known, next_indent=nxt, heads=heads,
+    following = dict(next_known=known, next_indent=nxt, heads=heads, comment_alone=alone or not known,
                      try_levels=_try_levels(nexts, suffix_ends_at_hole) if known else None)
     if indent is not None:
         return HoleContext(True, single_line, unit=unit, first_indent=indent, block=min(block, len(indent)),
@@ -427,7 +430,7 @@ def _line_shapes(ctx: HoleContext) -> list[_Shape] | None:
             widths = list(ctx.first_levels)
         else:
             return None
-        comment_ok = nxt is None or nxt in levels or ctx.first_indent is not None
+        comment_ok = ctx.comment_alone
     shapes = []
     for w in widths:
         opens = nxt is not None and nxt > w
@@ -557,13 +560,7 @@ def _block_regex(ctx: HoleContext, b: "_Builder") -> str:
                f"(?:{newline}|{_COMMENT}{newline})|{_COMMENT}{newline})")
     body = "|".join([*alone, f"{earlier}(?:{'|'.join(after)})"])
     comment_lines = rf"(?:\n(?:{u}*\n)*{u}{{{block}}}[ \t]*{_COMMENT})*"
-    if ctx.first_indent is not None:  # (a marker's indentation: as for a single line, not read)
-        comments_only = True
-    elif ctx.first_deeper is not None:  # the next statement must be the body of the block the prefix opened
-        comments_only = nxt is not None and nxt >= ctx.first_deeper
-    else:
-        comments_only = nxt is None or nxt in ctx.first_levels
-    only = [f"{_first_indent(ctx)}{_COMMENT}{comment_lines}"] if comments_only else []
+    only = [f"{_first_indent(ctx)}{_COMMENT}{comment_lines}"] if ctx.comment_alone else []
     return "(?:" + "|".join([f"(?:{body})(?:[ \\t]*{_COMMENT})?{comment_lines}", *only]) + ")\\n"
 
 
