@@ -124,7 +124,8 @@ def test_a_single_line_opens_a_block_exactly_when_the_next_statement_is_deeper()
         assert rx.fullmatch(good), good
     for bad in ("        total = 0\n",  # a deeper statement follows: this line must open its block
                 "        return x:\n",  # not a block keyword
-                "        else\n", "            if x:\n"):  # no colon; a block opener followed by no deeper line
+                "        else\n", "            if x:\n",  # no colon; a block opener followed by no deeper line
+                "        if :\n", "        while  :\n", "        ifx:\n"):  # no code before the colon; no keyword
         assert not rx.fullmatch(bad), bad
     # elif / else / except / finally only continue what they can, at their level; no statement starts with `in`
     for bad in ("    elif x:\n", "        except E:\n", "        finally:\n", "            in x\n", "            or y\n"):
@@ -423,6 +424,15 @@ def test_verified_mode_returns_no_code_when_no_sample_parses(code_lm):
     assert "no sample of 3 parses" in result.why and "nothing returned" in result.why
     model = infill(code_lm, "x = <|hole|>\n", mode="model", samples=3, regex="[(]", lengths=(4,), max_steps=2)
     assert model.code == "x = (\n" and not model.parses  # (model mode returns the top sample whatever it is)
+
+
+def test_a_language_too_large_to_compile_is_said_so_not_that_nothing_fits(code_lm):
+    from diffreason import infill
+
+    # (the DFA of "an a 15 characters from the end" has 2**16 states)
+    with pytest.raises(InfillInputError, match="too large to compile") as err:
+        infill(code_lm, "x = <|hole|>\n", regex="[ab]*a[ab]{15}", lengths=(4,), max_steps=2)
+    assert "raise max_hole_tokens" not in str(err.value)
 
 
 def test_verified_mode_returns_a_parsing_sample_when_none_passes():

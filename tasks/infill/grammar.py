@@ -566,11 +566,11 @@ def _block_regex(ctx: HoleContext, b: "_Builder") -> str:
 
 def _shape_regex(shapes: list[_Shape]) -> str:
     """The lines of `shapes` as a flat regex (no brackets, strings or comments read: the hole's regex says those, and
-    the slot is the intersection of both): a block opener is a block keyword, code, `:`, then at most a comment; any
-    other line starts with a word a statement may start with (not `in`, `and`, ..., nor a block keyword unless
-    something follows its colon: `if x: y`), or with no word, and its code does not end with `:` or an operator
-    (`_rest_of_line`)."""
-    any_, blank, sep = r"[^\n]", r"[ \t]", r"[ \t(\[{'\"]"
+    the slot is the intersection of both): a block opener is a block keyword, code (not none: `if :` is out), `:`,
+    then at most a comment; any other line starts with a word a statement may start with (not `in`, `and`, ...,
+    nor a block keyword unless something follows its colon: `if x: y`), or with no word, and its code does not end
+    with `:` or an operator (`_rest_of_line`)."""
+    any_, blank = r"[^\n]", r"[ \t]"
     kinds: dict[tuple[bool, tuple[str, ...], bool], list[str]] = {}
     for shape in shapes:
         kinds.setdefault((shape.opens, shape.continues, shape.try_ok), []).append(shape.indent)
@@ -597,7 +597,9 @@ def _shape_regex(shapes: list[_Shape]) -> str:
                                                                or k in continues) + ")")
     out = []
     if with_code or bare:
-        starts = [f"(?:{'|'.join(with_code)}){sep}{any_}*"] if with_code else []
+        # a keyword that takes code: then some code (`if :` is out)
+        code = rf"(?:{blank}+[^ \t\n:#]|[(\[{{'\"]){any_}*"
+        starts = [f"(?:{'|'.join(with_code)}){code}"] if with_code else []
         starts += [f"(?:{'|'.join(bare)})"] if bare else []
         out.append(f"(?:{'|'.join(starts)}){blank}*:{blank}*(?:#{any_}*)?")
     if words:

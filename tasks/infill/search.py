@@ -186,6 +186,7 @@ class _Templates:
 
     def build(self, prefix: str, suffix: str, language: HoleLanguage, length: int, prompt_tokens: int):
         from diffreason.canvas import CanvasTemplate
+        from diffreason.constrain.chardfa import AutomatonTooLarge
         from diffreason.errors import TemplateError
 
         tok = self.tokenizer
@@ -194,6 +195,9 @@ class _Templates:
         if self.constrain:
             try:
                 slot = CanvasTemplate.from_regex(language.regex, tok, length, language.intersections)
+            except AutomatonTooLarge as exc:  # (not "nothing fits": the language is too large to compile)
+                raise InfillInputError(f"the hole's language is too large to compile ({exc}); pass a simpler "
+                                       "regex, or constrain=False") from None
             except TemplateError:
                 return None, layout  # no string of the hole's language fits this length
         else:
