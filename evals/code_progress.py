@@ -86,13 +86,18 @@ def write(rows: list[dict], summary: dict, out: Path, command: str, heldout: int
                      "(no floor fitted: with an irreducible floor the loss falls slower, so this is optimistic)")
     lines += ["", "![held-out quality vs examples](progress.png)", ""]
     (out / "progress.md").write_text("\n".join(lines))
+    plot(rows, summary, out / "progress.png")
+    return [out / "progress.json", out / "progress.md", out / "progress.png"]
 
+
+def plot(rows: list[dict], summary: dict, path: Path) -> None:
+    """Exact slots (with intervals) and held-out loss against examples seen, each with its fit dashed."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    xs = [r["examples"] for r in rows]
+    xs, miss, loss, target = [r["examples"] for r in rows], summary["miss_fit"], summary["loss_fit"], summary["target"]
     end = max(summary["examples_for_target"] or 0, 10 * xs[-1]) if miss else 10 * xs[-1]
     end = min(end, 1e4 * xs[-1])
     grid = [xs[0] * (end / xs[0]) ** (k / 80) for k in range(81)]
@@ -114,9 +119,8 @@ def write(rows: list[dict], summary: dict, out: Path, command: str, heldout: int
     for ax in (left, right):
         ax.grid(alpha=0.3, which="both")
     fig.tight_layout()
-    fig.savefig(out / "progress.png", dpi=110)
+    fig.savefig(path, dpi=110)
     plt.close(fig)
-    return [out / "progress.json", out / "progress.md", out / "progress.png"]
 
 
 def main(argv=None) -> None:
