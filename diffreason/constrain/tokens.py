@@ -533,15 +533,14 @@ def pruned_best_path(automaton: TokenAutomaton, log_probs: torch.Tensor,
                      backward: torch.Tensor | None = None) -> list[int]:
     """One job of `best_paths`, pruned by bounds, with the joint pass's path. A narrow beam search (`_beam_score`:
     the `BEAM_WIDTH` best states per position, each move's target still able to finish) gives a complete path, so a
-    lower bound `low` of the best score; the best class
-    score at each position left, summed, bounds what a prefix can still gain (`upper[k]`). A state whose score at
-    position k is below `low - upper[k]` is on no path as good as the greedy one, so it is dropped, and a step only
-    visits the moves out of the states kept (the moves are sorted by source). Every move into a state on a best path
-    comes from a kept state (its score plus `upper[k]` is at least the best), so the argmax moves and the final state
-    the joint pass picks are kept with it. A model that is sure of a path keeps a handful of states per position: 5 to
-    50 times faster than the joint pass on code holes' automata (thousands of states, 60k-650k moves). The tighter
-    `low`, the fewer states kept: a greedy walk (a beam of one) often had to take a token the model all but rules out
-    near the end (scores of -1,900 where the best path's was -12), and kept nearly every state."""
+    lower bound `low` of the best score; the best class score at each position left, summed, bounds what a prefix
+    can still gain (`upper[k]`). A state whose score at position k is below `low - upper[k]` is on no path as good
+    as the beam's, so it is dropped, and a step only visits the moves out of the states kept (the moves are sorted by
+    source). Every move into a state on a best path comes from a kept state (its score plus `upper[k]` is at least
+    the best), so the argmax moves and the final state the joint pass picks are kept with it. A model that is sure of
+    a path keeps a handful of states per position: 5 to 50 times faster than the joint pass on code holes' automata
+    (thousands of states, 60k-650k moves). The tighter `low`, the fewer states kept: a greedy walk (a beam of one)
+    was often forced onto a token the model all but rules out, and kept nearly every state (docs/engine.md)."""
     log_probs = log_probs[:, : automaton.vocab_size]
     length = log_probs.shape[0]
     if backward is None:

@@ -196,8 +196,8 @@ class _Templates:
             try:
                 slot = CanvasTemplate.from_regex(language.regex, tok, length, language.intersections)
             except AutomatonTooLarge as exc:  # (not "nothing fits": the language is too large to compile)
-                raise InfillInputError(f"the hole's language is too large to compile ({exc}); pass a simpler "
-                                       "regex, or constrain=False") from None
+                raise InfillInputError(f"the hole's language is too large to compile ({exc}); with "
+                                       "diffreason.infill, pass a simpler regex= or constrain=False") from None
             except TemplateError:
                 return None, layout  # no string of the hole's language fits this length
         else:
