@@ -19,23 +19,20 @@ import math
 import sys
 from pathlib import Path
 
-from diffreason.evals.sudoku_progress import power_law_fit, puzzles_for, wilson
-
-
-class ProgressError(Exception):
-    """A run directory this eval cannot read (one line for the user)."""
+from diffreason.errors import DiffreasonError
+from diffreason.evals.sudoku_progress import loglog_fit, power_law_fit, puzzles_for, wilson
 
 
 def read_run(run: Path, heldout: int) -> list[dict]:
     """The evaluation points of a training run: step, examples seen, held-out loss and exact slots."""
     log, config = run / "log.jsonl", run / "train_config.json"
     if not log.is_file():
-        raise ProgressError(f"{log} not found: give a run directory of `diffreason train code`")
+        raise DiffreasonError(f"{log} not found: give a run directory of `diffreason train code`")
     try:
         batch = int(json.loads(config.read_text())["batch_size"])
         records = [json.loads(line) for line in log.read_text().splitlines() if line.strip()]
     except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise ProgressError(f"cannot read the run in {run}: {exc}") from None
+        raise DiffreasonError(f"cannot read the run in {run}: {exc}") from None
     rows = []
     for r in records:
         e = r.get("eval") if isinstance(r, dict) else None
@@ -44,14 +41,14 @@ def read_run(run: Path, heldout: int) -> list[dict]:
             rows.append({"step": r["step"], "examples": r["step"] * batch, "val_loss": e["val_loss"],
                          "val_slot_exact": e["val_slot_exact"], "interval": wilson(exact, heldout)})
     if len(rows) < 2:
-        raise ProgressError(f"{log} holds {len(rows)} evaluation record(s); a fit needs two or more")
+        raise DiffreasonError(f"{log} holds {len(rows)} evaluation record(s); a fit needs two or more")
     return rows
 
 
 def summarise(rows: list[dict], target: float) -> dict:
     xs = [r["examples"] for r in rows]
     miss = power_law_fit(xs, [r["val_slot_exact"] for r in rows])  # log(1 - exact) = a + b log(examples)
-    loss = power_law_fit(xs, [1 - r["val_loss"] for r in rows])  # (1 - (1 - loss)): log(loss) = a + b log(examples)
+    loss = loglog_fit(xs, [r["val_loss"] for r in rows])  # log(loss) = a + b log(examples)
     needed = puzzles_for(miss, target)
     last = xs[-1]
     return {"miss_fit": miss, "loss_fit": loss, "target": target, "examples_for_target": needed,
@@ -131,13 +128,11 @@ def main(argv=None) -> None:
     parser.add_argument("--out", default="evals/reports/code_progress")
     args = parser.parse_args(argv)
     if not 0 < args.target < 1 or args.heldout < 1:
-        print("error: --target must lie in (0, 1) and --heldout be at least 1", file=sys.stderr)
-        raise SystemExit(2)
+        parser.exit(2, "error: --target must lie in (0, 1) and --heldout be at least 1\n")
     try:
         rows = read_run(Path(args.run), args.heldout)
-    except ProgressError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        raise SystemExit(2) from None
+    except DiffreasonError as exc:
+        parser.exit(2, f"error: {exc}\n")
     command = "python -m diffreason.evals.code_progress " + " ".join(argv if argv is not None else sys.argv[1:])
     for path in write(rows, summarise(rows, args.target), Path(args.out), command, args.heldout):
         print(path)

@@ -36,7 +36,13 @@ def wilson(successes: int, n: int, z: float = 1.96) -> tuple[float, float]:
 def power_law_fit(puzzles: list[float], solve_rates: list[float]) -> tuple[float, float] | None:
     """(a, b) of log(1 - solve rate) = a + b · log(puzzles), least squares; None with fewer than two distinct points
     or a solve rate of 1 (no error left to fit)."""
-    points = [(math.log(d), math.log(1 - s)) for d, s in zip(puzzles, solve_rates) if s < 1]
+    return loglog_fit(puzzles, [1 - s for s in solve_rates])
+
+
+def loglog_fit(xs: list[float], ys: list[float]) -> tuple[float, float] | None:
+    """(a, b) of log(y) = a + b · log(x), least squares over the points with y > 0; None with fewer than two distinct
+    x left."""
+    points = [(math.log(x), math.log(y)) for x, y in zip(xs, ys) if y > 0]
     if len({x for x, _ in points}) < 2:
         return None
     mx = sum(x for x, _ in points) / len(points)

@@ -565,8 +565,7 @@ def pruned_best_path(automaton: TokenAutomaton, log_probs: torch.Tensor,
         limits.check()
         if np.isfinite(low):
             kept = kept[score[kept] >= low - upper[k] - slack]
-        starts, counts = offsets[kept], offsets[kept + 1] - offsets[kept]
-        edge = np.repeat(starts - (np.cumsum(counts) - counts), counts) + np.arange(int(counts.sum()))
+        edge, _ = _moves_out(offsets, kept)
         edge = edge[finishing[k + 1][dst[edge]]]
         cand = score[src[edge]] + class_score[k, tok[edge]]
         finite = np.isfinite(cand)
@@ -591,6 +590,13 @@ def pruned_best_path(automaton: TokenAutomaton, log_probs: torch.Tensor,
     return tokens[::-1]
 
 
+def _moves_out(offsets: np.ndarray, states: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(the numbers of every move out of `states`, state by state; how many leave each): moves sorted by source,
+    those of state s numbered offsets[s] .. offsets[s + 1] - 1."""
+    starts, counts = offsets[states], offsets[states + 1] - offsets[states]
+    return np.repeat(starts - (np.cumsum(counts) - counts), counts) + np.arange(int(counts.sum())), counts
+
+
 def _beam_score(initial: int, offsets, tok, dst, class_score, finishing, width: int = BEAM_WIDTH) -> float:
     """The best score of a beam search (-inf when the slot has no complete path): at each position every move out of
     the beam's states whose target can still finish, then the `width` best targets (each at its best score) form the
@@ -599,8 +605,7 @@ def _beam_score(initial: int, offsets, tok, dst, class_score, finishing, width: 
         return float("-inf")
     states, scores = np.array([initial]), np.array([0.0])
     for k in range(class_score.shape[0]):
-        starts, counts = offsets[states], offsets[states + 1] - offsets[states]
-        edge = np.repeat(starts - (np.cumsum(counts) - counts), counts) + np.arange(int(counts.sum()))
+        edge, counts = _moves_out(offsets, states)
         owner = np.repeat(np.arange(states.size), counts)
         live = finishing[k + 1][dst[edge]]
         edge, owner = edge[live], owner[live]

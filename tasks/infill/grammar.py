@@ -422,15 +422,12 @@ def _line_shapes(ctx: HoleContext) -> list[_Shape] | None:
         if nxt is None or nxt < d:  # (the next statement dedents below the new block: the line is its body)
             return [_Shape(f"{u}{{{d}}}{u}*", False, (), False)]
         widths = list(range(d, nxt + 1))
-        comment_ok = True  # the next statement is the block's body
+    elif ctx.first_indent is not None:
+        widths = [len(ctx.first_indent)]
+    elif ctx.first_levels:
+        widths = list(ctx.first_levels)
     else:
-        if ctx.first_indent is not None:
-            widths = [len(ctx.first_indent)]
-        elif ctx.first_levels:
-            widths = list(ctx.first_levels)
-        else:
-            return None
-        comment_ok = ctx.comment_alone
+        return None
     shapes = []
     for w in widths:
         opens = nxt is not None and nxt > w
@@ -438,7 +435,7 @@ def _line_shapes(ctx: HoleContext) -> list[_Shape] | None:
             continue  # a statement here would leave the next one at a level that is not open
         continues = tuple(k for k, after in _CONTINUES.items() if heads.get(w) in after)
         try_ok = ctx.try_levels is None or w in ctx.try_levels
-        shapes.append(_Shape(f"{u}{{{w}}}" if w else "", opens, continues, comment_ok, try_ok))
+        shapes.append(_Shape(f"{u}{{{w}}}" if w else "", opens, continues, ctx.comment_alone, try_ok))
     return shapes or None  # (none: the code around the hole cannot parse whatever it holds; no rule then)
 
 
@@ -585,8 +582,9 @@ def _shape_regex(shapes: list[_Shape]) -> str:
         if opens:
             with_code.append(at(indents) + "(?:" + "|".join(k for k in _OPENERS if k != "elif" or k in continues)
                              + ")")
-            if _bare_openers(continues, try_ok):
-                bare.append(at(indents) + "(?:" + "|".join(_bare_openers(continues, try_ok)) + ")")
+            keywords = _bare_openers(continues, try_ok)
+            if keywords:
+                bare.append(at(indents) + "(?:" + "|".join(keywords) + ")")
             if "except" in continues:
                 with_code.append(at(indents) + "except")
                 bare.append(at(indents) + "except")
