@@ -1,7 +1,9 @@
 """Engine benchmark: per-step time split (model forward / sampler / constraint) of diffreason on the paths users run —
 unconstrained generation (a `small` preset model, against transformers' `model.generate`, tokens checked identical),
-Sudoku (the shipped sudoku-base, batch 1 and 64) and JSON (the shipped JSON model, a schema's template) — with
-reference and fast draws, one thread and two, wall and CPU time.
+Sudoku (the shipped sudoku-base, batch 1 and 64), JSON (the shipped JSON model, a schema's template) and code infill
+(the shipped code model, a single-line hole's search: 2 samples × the slot lengths) — with reference draws, fast
+draws over the model's whole forward (`fast-whole`) and fast draws with the head and self-conditioning at free
+positions only (`fast`, the default; tokens checked identical to `fast-whole`), one thread and two, wall and CPU time.
 
 Equal work on both sides: every run does a fixed number of denoising steps per canvas (early stop off) over the same
 canvases (same requests, seeds and templates), and every figure is per canvas-step as well as per step.
@@ -39,6 +41,11 @@ SCHEMA = {
     },
     "required": ["id", "customer", "email", "items", "paid"],
 }
+CODE = (  # a single-line hole, as `diffreason infill` searches it: 2 samples × the slot lengths up to 64 tokens
+    'def mean_of_positive(values):\n    """The mean of the positive values (0.0 when there are none)."""\n'
+    "    kept = [v for v in values if v > 0]\n    ",
+    "\n    return total / len(kept) if kept else 0.0\n",
+)
 
 
 @dataclass
@@ -79,13 +86,26 @@ def _paths(names: list[str], steps: int | None, preset: str) -> list[Path]:
         paths.append(Path("json-small", lm,
                           [GenerationRequest(prompt_of(SCHEMA), template=template, seed=0)],
                           steps or lm.sampler_config.max_denoising_steps))
+    if "infill" in names:
+        from diffreason.tasks.infill.holes import parse_pair
+        from diffreason.tasks.infill.search import Searcher
+
+        lm = load_model(WEIGHTS / "code-small")
+        searcher = Searcher(lm)
+        code = parse_pair(*CODE)
+        requests, _ = searcher.requests(code, 0, [[], []], [0, 1], searcher.lengths(code, 0, 64, None),
+                                        single_line=True)
+        paths.append(Path(f"code-small ×{len(requests)}", lm, requests,
+                          steps or lm.sampler_config.max_denoising_steps))
     return paths
 
 
 def _engine(path: Path, draws: str) -> Engine:
+    """`draws`: reference, fast, or fast-whole (fast draws with the model's whole forward: `free_logits` off)."""
     config = path.lm.sampler_config.model_copy(update={
-        "draws": draws, "max_denoising_steps": path.steps, "confidence_threshold": NO_EARLY_STOP})
-    return Engine(path.lm, config, max_batch_size=64, profile=True)
+        "draws": draws.removesuffix("-whole"), "max_denoising_steps": path.steps,
+        "confidence_threshold": NO_EARLY_STOP})
+    return Engine(path.lm, config, max_batch_size=64, profile=True, free_logits=draws != "fast-whole")
 
 
 def _timed(engine: Engine, requests) -> dict:
@@ -109,8 +129,9 @@ def _transformers_tokens(path: Path) -> list[int]:
 
 @app.command()
 def main(
-    paths: str = typer.Option("unconstrained,sudoku-1,sudoku-64,json", help="paths to measure"),
-    draws: str = typer.Option("reference,fast", help="draws to compare (each path runs every one, alternated)"),
+    paths: str = typer.Option("unconstrained,sudoku-1,sudoku-64,json,infill", help="paths to measure"),
+    draws: str = typer.Option("reference,fast-whole,fast", help="draws to compare (each path runs every one, "
+                              "alternated); fast-whole: fast draws with the model's whole forward"),
     threads: str = typer.Option("1,2", help="torch thread counts to measure"),
     steps: int = typer.Option(None, help="denoising steps per canvas (default: each checkpoint's own)"),
     repeats: int = typer.Option(2, help="timed runs of each side (median reported), after one warm-up"),
@@ -126,7 +147,7 @@ def main(
     for column in ("path", "draws", "threads", "steps (canvas-steps)", "wall ms", "CPU ms", "forward ms",
                    "sampler ms", "constraint ms", "sampler + constraint", "wall ms / canvas-step", "end to end s"):
         table.add_column(column, justify="left" if column in ("path", "draws") else "right")
-    identical = []
+    identical, same_free = [], []
     for path in _paths(names, steps, preset):
         engines = {d: _engine(path, d) for d in draw_list}
         for n_threads in thread_list:
@@ -140,6 +161,8 @@ def main(
             work = {(r["steps"], r["canvas_steps"]) for d in draw_list for r in runs[d]}
             if len(work) != 1:
                 raise typer.BadParameter(f"{path.name}: unequal work across runs {work}")
+            if "fast" in draw_list and "fast-whole" in draw_list:
+                same_free.append(runs["fast"][-1]["tokens"] == runs["fast-whole"][-1]["tokens"])
             for d in draw_list:
                 med = {k: statistics.median(r[k] for r in runs[d])
                        for k in ("wall", "cpu", "forward", "sampler", "constraint")}
@@ -163,14 +186,17 @@ def main(
     console.print(table)
     console.print("Per step: wall and CPU time of the whole run, its model forwards, sampler steps and constraint "
                   "work (per canvas: the batch's constraint, first canvas and commit; spread over its steps). Share: "
-                  "(sampler + constraint) / (forward + sampler + constraint). Sudoku and JSON requests as "
-                  "`solve sudoku` and the JSON eval make them; the unconstrained model's embeddings sharpened (x30) so "
+                  "(sampler + constraint) / (forward + sampler + constraint). Sudoku, JSON and code requests as "
+                  "`solve sudoku`, the JSON eval and `diffreason infill` make them; the unconstrained model's embeddings sharpened (x30) so "
                   "its steps accept positions as a trained model's do.")
+    if same_free:
+        console.print("fast draws: tokens identical with the head at free positions and with the whole forward: "
+                      f"{'yes' if all(same_free) else 'NO'}")
     if identical:
         console.print("reference draws: tokens identical to transformers generate: "
                       f"{'yes' if all(identical) else 'NO'}")
-        if not all(identical):
-            raise typer.Exit(1)
+    if not all(identical) or not all(same_free):
+        raise typer.Exit(1)
 
 
 if __name__ == "__main__":

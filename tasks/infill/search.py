@@ -278,16 +278,12 @@ class Searcher:
                                    f"most {top} tokens)")
         return lens
 
-    def search(self, code: InfillCode, i: int, fills: Sequence[Sequence[str]], seeds: Sequence[int],
-               lens: Sequence[int], *, single_line: bool | None = None, regex: str | None = None,
-               watch: Callable[[int, object], None] | None = None) -> HoleSearch:
-        """Hole i of every sample j (its earlier holes filled with fills[j], seed seeds[j]) at every length of
-        `lens`: one batch through the engine, one batched scoring pass. At the last hole, each candidate says whether
-        the filled code parses."""
+    def requests(self, code: InfillCode, i: int, fills: Sequence[Sequence[str]], seeds: Sequence[int],
+                 lens: Sequence[int], *, single_line: bool | None = None, regex: str | None = None) -> tuple[list, list]:
+        """The engine requests of hole i's search (see `search`), and per request (sample, slot length, layout);
+        a length that no string of the hole's language fits is left out."""
         from diffreason.engine import GenerationRequest
 
-        t0 = time.perf_counter()
-        lm, canvas = self.lm, self.lm.canvas_length
         requests, meta = [], []
         for j, seed in enumerate(seeds):
             prefix = code.prefix(i, fills[j])
@@ -300,6 +296,17 @@ class Searcher:
         if not requests:
             raise InfillInputError(f"hole {i + 1}: nothing the hole may hold fits {max(lens)} tokens; raise "
                                    "max_hole_tokens")
+        return requests, meta
+
+    def search(self, code: InfillCode, i: int, fills: Sequence[Sequence[str]], seeds: Sequence[int],
+               lens: Sequence[int], *, single_line: bool | None = None, regex: str | None = None,
+               watch: Callable[[int, object], None] | None = None) -> HoleSearch:
+        """Hole i of every sample j (its earlier holes filled with fills[j], seed seeds[j]) at every length of
+        `lens`: one batch through the engine, one batched scoring pass. At the last hole, each candidate says whether
+        the filled code parses."""
+        t0 = time.perf_counter()
+        lm, canvas = self.lm, self.lm.canvas_length
+        requests, meta = self.requests(code, i, fills, seeds, lens, single_line=single_line, regex=regex)
         usable = sorted({L for _, L, _ in meta})
         shown = next((r for r, (j, L, _) in enumerate(meta) if j == 0 and L == usable[-1]), 0)
         callback = None

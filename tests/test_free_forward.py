@@ -1,0 +1,110 @@
+"""The forward pass with the head and the self-conditioning signal at free positions only (diffreason.free_forward)
+gives the model's own logits there, bit for bit, and the engine's tokens do not change with it."""
+
+import pytest
+import torch
+from transformers import DynamicCache
+
+from diffreason import CanvasTemplate, Engine, SamplerConfig, free_forward
+from diffreason.engine import GenerationRequest
+
+
+def _inputs(lm, batch: int, fixed_share: float, seed: int):
+    """A prompt cache, canvases [b, C], their fixed tokens (-1 where free) and self-conditioning logits that are
+    one-hot at fixed positions (as the sampler leaves them)."""
+    g = torch.Generator().manual_seed(seed)
+    V, C = lm.vocab_size, lm.canvas_length
+    model = lm.model
+    cache = DynamicCache(config=model.config.get_text_config(decoder=True))
+    with torch.inference_mode():
+        model(input_ids=torch.randint(0, V, (batch, 9), generator=g), decoder_input_ids=torch.zeros(batch, 1).long(),
+              past_key_values=cache)
+    canvas = torch.randint(0, V, (batch, C), generator=g)
+    fixed = torch.where(torch.rand(batch, C, generator=g) < fixed_share, canvas, -1)
+    sc = torch.randn(batch, C, V, generator=g) * 4
+    one_hot = torch.arange(V) == fixed[..., None]
+    sc = torch.where((fixed[..., None] >= 0) & ~one_hot, float("-inf"), sc).to(model.dtype)
+    return cache, canvas, fixed, sc
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_free_positions_get_the_models_own_logits(tiny_lm, dtype):
+    lm = tiny_lm
+    model = lm.model.to(dtype)
+    try:
+        cache, canvas, fixed, sc = _inputs(lm, 3, 0.6, seed=1)
+        where = free_forward.Positions.of(fixed)
+        free = fixed < 0
+        assert 0 < where.share < 0.9
+        buffer = None
+        with torch.inference_mode():
+            for signal in (None, sc, sc * 0.5):  # the first step (no signal), then two steps into one buffer
+                whole = model(decoder_input_ids=canvas, past_key_values=cache, self_conditioning_logits=signal).logits
+                part = free_forward.forward(model, where, decoder_input_ids=canvas, past_key_values=cache,
+                                            self_conditioning_logits=signal, out=buffer)
+                buffer = part
+                assert part.dtype == torch.float32 and part.shape == whole.shape
+                assert torch.equal(part[free], whole[free].float())
+                token = fixed.clamp(min=0)[..., None]
+                own = part.gather(-1, token)[~free]
+                torch.testing.assert_close(own, whole.float().gather(-1, token)[~free], atol=0.05, rtol=0.01)
+                rest = part.scatter(-1, token, float("-inf"))[~free]
+                assert bool(torch.isneginf(rest).all())
+    finally:
+        model.to(torch.float32)
+
+
+def test_a_fixed_positions_signal_is_its_tokens_embedding(tiny_lm):
+    """The shortcut holds only because the sampler's logits are one-hot at fixed positions: with other logits there
+    the model's signal differs, and so do the free positions' logits (the comparison above can fail)."""
+    model = tiny_lm.model
+    cache, canvas, fixed, sc = _inputs(tiny_lm, 2, 0.5, seed=2)
+    dense = torch.randn(sc.shape, generator=torch.Generator().manual_seed(3))  # not one-hot anywhere
+    where = free_forward.Positions.of(fixed)
+    with torch.inference_mode():
+        whole = model(decoder_input_ids=canvas, past_key_values=cache, self_conditioning_logits=dense).logits
+        part = free_forward.forward(model, where, decoder_input_ids=canvas, past_key_values=cache,
+                                    self_conditioning_logits=dense)
+    assert not torch.equal(part[fixed < 0], whole[fixed < 0])
+
+
+def test_the_hook_is_gone_after_the_call_even_when_it_fails(tiny_lm):
+    model = tiny_lm.model
+    hooks = model.model.decoder.self_conditioning._forward_pre_hooks
+    cache, canvas, fixed, sc = _inputs(tiny_lm, 2, 0.5, seed=4)
+    where = free_forward.Positions.of(fixed)
+    with torch.inference_mode():
+        free_forward.forward(model, where, decoder_input_ids=canvas, past_key_values=cache, self_conditioning_logits=sc)
+        assert len(hooks) == 0
+        with pytest.raises(Exception):
+            free_forward.forward(model, where, decoder_input_ids=canvas, past_key_values=cache,
+                                 self_conditioning_logits=sc, decoder_position_ids=torch.zeros(5, 3).long())
+    assert len(hooks) == 0
+    # and the model's own forward is untouched afterwards: no signal means the zero signal again
+    with torch.inference_mode():
+        a = model(decoder_input_ids=canvas, past_key_values=cache).logits
+        b = model(decoder_input_ids=canvas, past_key_values=cache, self_conditioning_logits=None).logits
+    assert torch.equal(a, b)
+
+
+def test_the_engine_gives_the_same_tokens_with_and_without_it(confident_lm, monkeypatch):
+    """Fast draws over templates that fix a share of the canvas, rows leaving the batch at different steps: tokens
+    and steps are those of the whole forward, and the free-position forward did run."""
+    lm = confident_lm
+    V, C = lm.vocab_size, lm.canvas_length
+    digits = lm.tokenizer.convert_tokens_to_ids(list("123456789"))
+    grid = CanvasTemplate.from_positions(V, [set(digits) if i % 3 else digits[i % 9] for i in range(C)])
+    prose = CanvasTemplate.from_positions(V, [None if i % 4 else 7 for i in range(2 * C)])
+    requests = [GenerationRequest("grid:", seed=s, template=grid) for s in range(3)]
+    requests += [GenerationRequest("text", seed=9, template=prose), GenerationRequest("x", seed=4, max_new_tokens=C)]
+    calls = []
+    original = free_forward.forward
+    monkeypatch.setattr(free_forward, "forward", lambda *a, **k: calls.append(1) or original(*a, **k))
+    config = SamplerConfig(draws="fast", entropy_bound=50.0, confidence_threshold=0.2)
+    whole = Engine(lm, config, free_logits=False).generate_batch(requests)
+    assert not calls
+    part = Engine(lm, config).generate_batch(requests)
+    assert calls
+    assert len({tuple(r.steps) for r in whole}) > 1  # rows leave at different steps
+    for a, b in zip(whole, part):
+        assert a.raw_tokens == b.raw_tokens and a.steps == b.steps
