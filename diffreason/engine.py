@@ -12,6 +12,7 @@ prompt, template and seed. For a single unconstrained request it equals `model.g
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import time
 from collections.abc import Callable, Sequence
@@ -137,12 +138,14 @@ class Engine:
         profile: bool = False,
         attention: str = "auto",
         free_logits: bool = True,
+        forward_context: Callable[[], contextlib.AbstractContextManager] | None = None,
     ):
         """`attention`: "auto" (FlashInfer on CUDA in half precision, else the model's own — SDPA), "flashinfer"
         (the FlashInfer path; its PyTorch twin kernel off CUDA) or "sdpa". `free_logits`: with fast draws, a canvas
         whose template fixes at least 15 % of its positions gets its LM head and self-conditioning signal computed
         at free positions only (`diffreason.free_forward`: the same logits there, bit for bit; a fixed position's are
-        its token's logit and -inf elsewhere, all the sampler's mask leaves of them)."""
+        its token's logit and -inf elsewhere, all the sampler's mask leaves of them). `forward_context`: called for a
+        context manager entered around every denoising forward (a profiler, a FLOP counter)."""
         self.lm = lm
         if attention not in ("auto", "flashinfer", "sdpa"):
             raise ConfigError(f"attention must be auto, flashinfer or sdpa, got {attention!r}")
@@ -158,6 +161,7 @@ class Engine:
         self.max_batch_size = max_batch_size
         self.profile = profile
         self.free_logits = free_logits
+        self.forward_context = forward_context or contextlib.nullcontext
         self.stats = EngineStats()
 
     @property
@@ -383,10 +387,11 @@ class Engine:
         inputs = dict(decoder_input_ids=state.canvas if whole else state.canvas[rows], past_key_values=step_cache,
                       self_conditioning_logits=sc, decoder_attention_mask=mask, decoder_position_ids=pos)
         free = self._free_positions(views, canvas, rows, whole)
-        if free is None:  # the sampler's statistics are float32 whatever the model's dtype
-            logits = self.model(**inputs).logits.float()
-        else:
-            logits = free_forward.forward(self.model, free[0], out=free[1], **inputs)
+        with self.forward_context():
+            if free is None:  # the sampler's statistics are float32 whatever the model's dtype
+                logits = self.model(**inputs).logits.float()
+            else:
+                logits = free_forward.forward(self.model, free[0], out=free[1], **inputs)
         self.stats.forward += self._tock(t)
         t = self._tick()
         out = self.sampler.step(logits, state, rows)

@@ -8,6 +8,10 @@ positions only (`fast`, the default; tokens checked identical to `fast-whole`), 
 Equal work on both sides: every run does a fixed number of denoising steps per canvas (early stop off) over the same
 canvases (same requests, seeds and templates), and every figure is per canvas-step as well as per step.
 
+Two more tables: the GEMM utilisation of a fast-draws step (its FLOP/s against the rate of the same products run
+alone, `diffreason.evals.gemm_rate`), and Sudoku throughput (the 64 puzzles solved as `solve sudoku` does, in float32
+and bfloat16, against the project's exact solver, in puzzles per CPU-second).
+
     python -m diffreason.evals.bench_engine --repeats 2
 """
 
@@ -25,6 +29,7 @@ from rich.table import Table
 
 from diffreason import Engine, build_model, load_model
 from diffreason.engine import GenerationRequest
+from diffreason.evals.gemm_rate import MatmulRecorder, replay_seconds
 
 app = typer.Typer(add_completion=False)
 WEIGHTS = __import__("pathlib").Path(__file__).resolve().parent.parent / "diffreason" / "weights"
@@ -117,6 +122,43 @@ def _timed(engine: Engine, requests) -> dict:
                 steps=s.steps, canvas_steps=s.canvas_steps, tokens=[r.raw_tokens for r in results])
 
 
+def _utilisation(path: Path, forward: float) -> list[str]:
+    """Row cells: the products of one fast-draws run of `path` (recorded), their GFLOP per step, and the time they
+    take alone against the step's `forward` seconds."""
+    recorder = MatmulRecorder()
+    engine = _engine(path, "fast")
+    engine.forward_context = lambda: recorder
+    engine.generate_batch(path.requests)
+    steps = engine.stats.steps
+    flops, alone = recorder.flops / steps, replay_seconds(recorder.products) / steps
+    return [f"{flops / 1e9:.2f}", f"{1e3 * forward:.2f}", f"{flops / forward / 1e9:.1f}", f"{1e3 * alone:.2f}",
+            f"{flops / alone / 1e9:.1f}", f"{100 * alone / forward:.0f} %"]
+
+
+def _throughput(path: Path) -> list[list[str]]:
+    """Rows: the engine on `path`'s puzzles in float32 and bfloat16 (fast draws, early stop on), and `solve_exact`."""
+    from diffreason.tasks import sudoku
+
+    rows = []
+    puzzles = [[sudoku.token_digit(t) if t >= 0 else 0 for t in r.template.fixed.tolist()] for r in path.requests]
+    for dtype in (torch.float32, torch.bfloat16):
+        lm = path.lm if dtype == torch.float32 else load_model(WEIGHTS / "sudoku-base", dtype=dtype)
+        engine = Engine(lm, lm.sampler_config.model_copy(update={"draws": "fast"}), max_batch_size=64)
+        engine.generate_batch(path.requests[:2])  # warm-up
+        wall, cpu = time.perf_counter(), time.process_time()
+        results = engine.generate_batch(path.requests)
+        wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+        solved = sum(sudoku.verify(p, sudoku.decode(r.raw_tokens)) for p, r in zip(puzzles, results))
+        rows.append([f"engine, {str(dtype).removeprefix('torch.')}", f"{solved} / {len(puzzles)}", f"{cpu:.2f}",
+                     f"{wall:.2f}", f"{len(puzzles) / cpu:.1f}"])
+    wall, cpu = time.perf_counter(), time.process_time()
+    solved = sum(sudoku.verify(p, (sudoku.solve_exact(p, limit=1)[0] or [None])[0]) for p in puzzles)
+    wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+    rows.append(["exact solver (solve_exact)", f"{solved} / {len(puzzles)}", f"{cpu:.3f}", f"{wall:.3f}",
+                 f"{len(puzzles) / cpu:.0f}"])
+    return rows
+
+
 def _transformers_tokens(path: Path) -> list[int]:
     lm, request = path.lm, path.requests[0]
     ids = [lm.tokenizer.bos_token_id] + lm.tokenizer.encode(request.prompt, add_special_tokens=False)
@@ -147,6 +189,15 @@ def main(
     for column in ("path", "draws", "threads", "steps (canvas-steps)", "wall ms", "CPU ms", "forward ms",
                    "sampler ms", "constraint ms", "sampler + constraint", "wall ms / canvas-step", "end to end s"):
         table.add_column(column, justify="left" if column in ("path", "draws") else "right")
+    util = Table(title="GEMM utilisation of a denoising step (fast draws): the step's FLOP/s against the rate of the "
+                 "same products run alone (diffreason.evals.gemm_rate)")
+    for column in ("path", "threads", "GFLOP / step", "forward ms / step", "step GFLOP/s", "GEMMs alone ms / step",
+                   "GEMM GFLOP/s", "utilisation"):
+        util.add_column(column, justify="left" if column == "path" else "right")
+    throughput = Table(title="Sudoku throughput: the 64 puzzles solved as `solve sudoku` does (fast draws, the "
+                       "checkpoint's schedule, early stop on), against the project's exact solver")
+    for column in ("solver", "threads", "solved", "CPU s", "wall s", "puzzles / CPU-second"):
+        throughput.add_column(column, justify="left" if column == "solver" else "right")
     identical, same_free = [], []
     for path in _paths(names, steps, preset):
         engines = {d: _engine(path, d) for d in draw_list}
@@ -163,6 +214,12 @@ def main(
                 raise typer.BadParameter(f"{path.name}: unequal work across runs {work}")
             if "fast" in draw_list and "fast-whole" in draw_list:
                 same_free.append(runs["fast"][-1]["tokens"] == runs["fast-whole"][-1]["tokens"])
+            if "fast" in draw_list:
+                forward = statistics.median(r["forward"] for r in runs["fast"]) / runs["fast"][0]["steps"]
+                util.add_row(path.name, str(n_threads), *_utilisation(path, forward))
+            if path.name == "sudoku-base ×64":
+                for row in _throughput(path):
+                    throughput.add_row(row[0], str(n_threads), *row[1:])
             for d in draw_list:
                 med = {k: statistics.median(r[k] for r in runs[d])
                        for k in ("wall", "cpu", "forward", "sampler", "constraint")}
@@ -184,6 +241,13 @@ def main(
                               f"{t:.2f}")
         table.add_section()
     console.print(table)
+    if util.row_count:
+        console.print(util)
+        console.print("Products: linear layers, the MoE experts' grouped products, attention (4·b·h·q·k·d FLOPs) and "
+                      "the vocabulary products, recorded over one run; run alone on random tensors of the same "
+                      "shapes, each as often as it ran. Utilisation = their time / the step's forward time.")
+    if throughput.row_count:
+        console.print(throughput)
     console.print("Per step: wall and CPU time of the whole run, its model forwards, sampler steps and constraint "
                   "work (per canvas: the batch's constraint, first canvas and commit; spread over its steps). Share: "
                   "(sampler + constraint) / (forward + sampler + constraint). Sudoku, JSON and code requests as "

@@ -108,3 +108,39 @@ def test_the_engine_gives_the_same_tokens_with_and_without_it(confident_lm, monk
     assert len({tuple(r.steps) for r in whole}) > 1  # rows leave at different steps
     for a, b in zip(whole, part):
         assert a.raw_tokens == b.raw_tokens and a.steps == b.steps
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+@pytest.mark.gpu
+def test_on_cuda_free_positions_match_the_whole_forward():
+    """On a GPU (bfloat16, FlashInfer where the engine picks it) a subset's products may take other kernels than the
+    whole batch's, so the logits agree to bfloat16 rounding rather than bit for bit; the engine's constrained output
+    stays valid and its fixed tokens in place."""
+    from diffreason import build_model
+
+    preset = dict(hidden_size=256, intermediate_size=512, num_hidden_layers=2, num_attention_heads=4,
+                  num_key_value_heads=2, head_dim=64, global_head_dim=128, sliding_window=64, num_experts=4,
+                  top_k_experts=2, moe_intermediate_size=128, canvas_length=64)
+    lm = build_model(preset, seed=0)
+    lm.model.to("cuda", torch.bfloat16)
+    V, C = lm.vocab_size, lm.canvas_length
+    template = CanvasTemplate.from_positions(V, [{5, 6, 7} if i % 3 else 9 for i in range(C)])
+    engine = Engine(lm, SamplerConfig(draws="fast", max_denoising_steps=6))
+    result = engine.generate("x", template=template, seed=0)
+    assert template.violations(result.raw_tokens[:C]) == []
+    model = lm.model
+    g = torch.Generator().manual_seed(0)
+    canvas = torch.randint(0, V, (2, C), generator=g)
+    fixed = torch.where(torch.rand(2, C, generator=g) < 0.6, canvas, -1)
+    sc = torch.randn(2, C, V, generator=g)
+    sc = torch.where((fixed[..., None] >= 0) & (torch.arange(V) != fixed[..., None]), float("-inf"), sc)
+    canvas, fixed, sc = canvas.cuda(), fixed.cuda(), sc.to("cuda", torch.bfloat16)
+    cache = DynamicCache(config=model.config.get_text_config(decoder=True))
+    with torch.inference_mode():
+        model(input_ids=torch.tensor([[2, 10, 11, 12]] * 2, device="cuda"), decoder_input_ids=canvas[:, :1],
+              past_key_values=cache)
+        whole = model(decoder_input_ids=canvas, past_key_values=cache, self_conditioning_logits=sc).logits.float()
+        part = free_forward.forward(model, free_forward.Positions.of(fixed), decoder_input_ids=canvas,
+                                    past_key_values=cache, self_conditioning_logits=sc)
+    free = fixed < 0
+    torch.testing.assert_close(part[free], whole[free], atol=0.1, rtol=0.05)
