@@ -237,10 +237,11 @@ class CanvasTemplate:
                 bad[slot.start : end] = True
         return bad.nonzero().flatten().tolist() + list(range(n, len(self)))
 
-    def canvas(self, index: int, canvas_length: int) -> "CanvasTemplate":
-        """The part of the template on canvas `index`, padded with unrestricted positions to `canvas_length`."""
+    def canvas(self, index: int, canvas_length: int, fill: int | None = None) -> "CanvasTemplate":
+        """The part of the template on canvas `index`, padded to `canvas_length` with unrestricted positions, or with
+        positions fixed to token `fill`."""
         start, stop = index * canvas_length, (index + 1) * canvas_length
-        fixed = torch.full((canvas_length,), FREE, dtype=torch.long)
+        fixed = torch.full((canvas_length,), FREE if fill is None else fill, dtype=torch.long)
         mask_index = torch.full((canvas_length,), ANY, dtype=torch.long)
         part = slice(start, min(stop, len(self)))
         n = max(0, part.stop - part.start)

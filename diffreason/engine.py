@@ -338,14 +338,12 @@ class Engine:
 
     def _denoise(self, run: _Batch, k: int, trace, callback, step_hook) -> _Canvas:
         """2. Canvas k of the A alive rows: a fresh canvas [A, C] per row, constrained by its template's part on
-        canvas k, its decoder attention [A, P + k·C + C] over [cache; canvas] and positions [A or 1, C]; denoised
-        (`_denoising_step`) until every row has stopped — converged, or out of steps. The cache is only read."""
+        canvas k (`_canvas_part`: past a final EOS, pad — neither sampled nor counted by the stop rule), its decoder
+        attention [A, P + k·C + C] over [cache; canvas] and positions [A or 1, C]; denoised (`_denoising_step`)
+        until every row has stopped — converged, or out of steps. The cache is only read."""
         lm, model, device = self.lm, self.model, self.device
         C, V = lm.canvas_length, lm.vocab_size
-        templates = [
-            (b[1].canvas(k, C) if b[1] is not None else CanvasTemplate.unconstrained(C, V))
-            for b in (run.requests[i] for i in run.alive)
-        ]
+        templates = [self._canvas_part(run.requests[i][1], k) for i in run.alive]
         t = self._tick()
         constraint = CanvasConstraint.from_templates(templates, device=device)
         state = self.sampler.init_state(
@@ -369,6 +367,15 @@ class Engine:
         while not bool(state.done.all()):
             self._denoising_step(run, canvas, views, trace, callback, step_hook)
         return canvas
+
+    def _canvas_part(self, template: CanvasTemplate | None, k: int) -> CanvasTemplate:
+        """A row's template on canvas k (unconstrained without one). Past the end of a template whose last position
+        fixes EOS, pad: what the commit turns those positions into anyway."""
+        C, eos = self.lm.canvas_length, self.lm.tokenizer.eos_token_id
+        if template is None:
+            return CanvasTemplate.unconstrained(C, self.lm.vocab_size)
+        ends_in_eos = eos is not None and len(template) > 0 and int(template.fixed[-1]) == eos
+        return template.canvas(k, C, self._pad_id() if ends_in_eos else None)
 
     def _denoising_step(self, run: _Batch, canvas: _Canvas, views: dict, trace, callback, step_hook) -> None:
         """2.a One step of the R rows of `canvas` still denoising (R ≤ A): the decoder's logits [R, C, V] over

@@ -20,6 +20,26 @@ def test_template_fixed_and_restricted_positions_hold_across_canvases(tiny_lm):
         assert set(res.raw_tokens[: len(template)]) <= set(digits)
 
 
+def test_past_a_templates_final_eos_its_last_canvas_is_pad(tiny_lm):
+    """A template ending in a fixed EOS mid-canvas: the rest of that canvas is fixed to pad while it denoises (not
+    sampled, not in the stop rule); a template ending otherwise leaves it free."""
+    C, V = tiny_lm.canvas_length, tiny_lm.vocab_size
+    eos, pad = tiny_lm.tokenizer.eos_token_id, tiny_lm.tokenizer.pad_token_id
+    body = [{10, 11, 12}] * (C + 4)
+    for ending, expected in ((eos, pad), (13, -1)):
+        template = CanvasTemplate.from_positions(V, body + [ending])
+        for draws in ("reference", "fast"):
+            seen = []  # each step's constraint: canvas 0's steps, then canvas 1's
+            res = Engine(tiny_lm, SamplerConfig(draws=draws, max_denoising_steps=3)).generate(
+                "x", template=template, seed=1, step_hook=lambda state, rows: seen.append(state.constraint.fixed[0]))
+            assert res.steps == [3, 3] and template.violations(res.raw_tokens) == []
+            assert bool((seen[0] == -1).all())  # canvas 0: the template's free positions
+            last = seen[-1]
+            assert int(last[4]) == ending and bool((last[5:] == expected).all())
+            if ending == eos:
+                assert res.raw_tokens[C + 5:] == [pad] * (C - 5)
+
+
 def test_batch_results_equal_single_results(tiny_lm):
     engine = Engine(tiny_lm, max_batch_size=8)
     tmpl = CanvasTemplate.from_positions(tiny_lm.vocab_size, [{10, 11, 12}] * 8 + [None] * 4)

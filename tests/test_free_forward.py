@@ -5,7 +5,7 @@ import pytest
 import torch
 from transformers import DynamicCache
 
-from diffreason import CanvasTemplate, Engine, SamplerConfig, free_forward
+from diffreason import CanvasTemplate, Engine, SamplerConfig, build_model, free_forward
 from diffreason.engine import GenerationRequest
 
 
@@ -28,30 +28,27 @@ def _inputs(lm, batch: int, fixed_share: float, seed: int):
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
-def test_free_positions_get_the_models_own_logits(tiny_lm, dtype):
-    lm = tiny_lm
+def test_free_positions_get_the_models_own_logits(dtype):
+    lm = build_model("tiny", seed=0)  # (its own: casting the session's model would round its weights for good)
     model = lm.model.to(dtype)
-    try:
-        cache, canvas, fixed, sc = _inputs(lm, 3, 0.6, seed=1)
-        where = free_forward.Positions.of(fixed)
-        free = fixed < 0
-        assert 0 < where.share < 0.9
-        buffer = None
-        with torch.inference_mode():
-            for signal in (None, sc, sc * 0.5):  # the first step (no signal), then two steps into one buffer
-                whole = model(decoder_input_ids=canvas, past_key_values=cache, self_conditioning_logits=signal).logits
-                part = free_forward.forward(model, where, decoder_input_ids=canvas, past_key_values=cache,
-                                            self_conditioning_logits=signal, out=buffer)
-                buffer = part
-                assert part.dtype == torch.float32 and part.shape == whole.shape
-                assert torch.equal(part[free], whole[free].float())
-                token = fixed.clamp(min=0)[..., None]
-                own = part.gather(-1, token)[~free]
-                torch.testing.assert_close(own, whole.float().gather(-1, token)[~free], atol=0.05, rtol=0.01)
-                rest = part.scatter(-1, token, float("-inf"))[~free]
-                assert bool(torch.isneginf(rest).all())
-    finally:
-        model.to(torch.float32)
+    cache, canvas, fixed, sc = _inputs(lm, 3, 0.6, seed=1)
+    where = free_forward.Positions.of(fixed)
+    free = fixed < 0
+    assert 0 < where.share < 0.9
+    buffer = None
+    with torch.inference_mode():
+        for signal in (None, sc, sc * 0.5):  # the first step (no signal), then two steps into one buffer
+            whole = model(decoder_input_ids=canvas, past_key_values=cache, self_conditioning_logits=signal).logits
+            part = free_forward.forward(model, where, decoder_input_ids=canvas, past_key_values=cache,
+                                        self_conditioning_logits=signal, out=buffer)
+            buffer = part
+            assert part.dtype == torch.float32 and part.shape == whole.shape
+            assert torch.equal(part[free], whole[free].float())
+            token = fixed.clamp(min=0)[..., None]
+            own = part.gather(-1, token)[~free]
+            torch.testing.assert_close(own, whole.float().gather(-1, token)[~free], atol=0.05, rtol=0.01)
+            rest = part.scatter(-1, token, float("-inf"))[~free]
+            assert bool(torch.isneginf(rest).all())
 
 
 def test_a_fixed_positions_signal_is_its_tokens_embedding(tiny_lm):
@@ -116,8 +113,6 @@ def test_on_cuda_free_positions_match_the_whole_forward():
     """On a GPU (bfloat16, FlashInfer where the engine picks it) a subset's products may take other kernels than the
     whole batch's, so the logits agree to bfloat16 rounding rather than bit for bit; the engine's constrained output
     stays valid and its fixed tokens in place."""
-    from diffreason import build_model
-
     preset = dict(hidden_size=256, intermediate_size=512, num_hidden_layers=2, num_attention_heads=4,
                   num_key_value_heads=2, head_dim=64, global_head_dim=128, sliding_window=64, num_experts=4,
                   top_k_experts=2, moe_intermediate_size=128, canvas_length=64)
