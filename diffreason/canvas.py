@@ -3,7 +3,8 @@
 A `CanvasTemplate` gives, per output position, either a fixed (clamped) token or a free position whose allowed tokens
 are one of a few shared masks (`masks[mask_index[i]]`, or any token when `mask_index[i] == -1`). Templates are compact:
 a Sudoku grid needs one mask (the nine digits) for 81 positions, not 81 vocabulary-sized masks. A template may be longer
-than one canvas; the engine cuts it into canvases (`CanvasTemplate.canvas`) and fills the rest of the last canvas freely.
+than one canvas; the engine cuts it into canvases (`CanvasTemplate.canvas`) and leaves the rest of the last canvas
+free (fixed to pad past a final EOS).
 
 `CanvasConstraint` is the dense, batched form of one canvas of several templates that the sampler consumes: a
 [B, C, V] allowed mask built once per canvas, so each denoising step costs one masked fill.

@@ -251,8 +251,8 @@ def main(
     console.print("Per step: wall and CPU time of the whole run, its model forwards, sampler steps and constraint "
                   "work (per canvas: the batch's constraint, first canvas and commit; spread over its steps). Share: "
                   "(sampler + constraint) / (forward + sampler + constraint). Sudoku, JSON and code requests as "
-                  "`solve sudoku`, the JSON eval and `diffreason infill` make them; the unconstrained model's embeddings sharpened (x30) so "
-                  "its steps accept positions as a trained model's do.")
+                  "`solve sudoku`, the JSON eval and `diffreason infill` make them; the unconstrained model's "
+                  "embeddings sharpened (x30) so its steps accept positions as a trained model's do.")
     if same_free:
         console.print("fast draws: tokens identical with the head at free positions and with the whole forward: "
                       f"{'yes' if all(same_free) else 'NO'}")

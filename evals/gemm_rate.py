@@ -4,8 +4,8 @@
 matrix (whole ops under inference mode), `mm`, `addmm`, `bmm`, `baddbmm`, `_grouped_mm` (the MoE experts) and the
 fused CPU / CUDA attention kernels — with their shapes and dtypes (a linear layer's as the [M, K] × [K, N] product).
 `replay_seconds` runs the same products again, alone, on random tensors of the recorded shapes (each distinct shape
-timed over its recorded count), which is what the step would cost if it did nothing but its GEMMs at the rate this
-machine reaches on those shapes. So
+timed, best of five, times its recorded count), which is what the step would cost if it did nothing but its GEMMs at
+the rate this machine reaches on those shapes. So
 
     utilisation = replay seconds / the step's forward seconds
                 = (the step's FLOP/s) / (the GEMM rate of the same shapes and FLOPs)
@@ -16,7 +16,6 @@ SDPA); elementwise work, norms, softmax and gathers count as time but no FLOPs �
 
 from __future__ import annotations
 
-import statistics
 import time
 from collections import Counter
 from dataclasses import dataclass
@@ -105,9 +104,9 @@ def _runner(p: Product, device):
     return lambda: torch.nn.functional.scaled_dot_product_attention(q, k, v, enable_gqa=gqa)
 
 
-def replay_seconds(products: Counter, device="cpu", repeats: int = 3) -> float:
-    """Seconds to run every recorded product as often as it ran, alone (per distinct shape: the median of
-    `repeats` timed calls after a warm-up, times its count)."""
+def replay_seconds(products: Counter, device="cpu", repeats: int = 5) -> float:
+    """Seconds to run every recorded product as often as it ran, alone (per distinct shape: the fastest of `repeats`
+    timed calls after a warm-up — the rate the machine reaches on that shape —, times its count)."""
     total = 0.0
     with torch.inference_mode():
         for p, count in products.items():
@@ -122,5 +121,5 @@ def replay_seconds(products: Counter, device="cpu", repeats: int = 3) -> float:
                 if torch.device(device).type == "cuda":
                     torch.cuda.synchronize()
                 times.append(time.perf_counter() - t)
-            total += statistics.median(times) * count
+            total += min(times) * count
     return total

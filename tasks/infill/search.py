@@ -279,7 +279,8 @@ class Searcher:
         return lens
 
     def requests(self, code: InfillCode, i: int, fills: Sequence[Sequence[str]], seeds: Sequence[int],
-                 lens: Sequence[int], *, single_line: bool | None = None, regex: str | None = None) -> tuple[list, list]:
+                 lens: Sequence[int], *, single_line: bool | None = None,
+                 regex: str | None = None) -> tuple[list, list]:
         """The engine requests of hole i's search (see `search`), and per request (sample, slot length, layout);
         a length that no string of the hole's language fits is left out."""
         from diffreason.engine import GenerationRequest
