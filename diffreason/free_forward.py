@@ -2,16 +2,17 @@
 
 A step of DiffusionGemma's denoiser does two [positions × vocabulary] products besides its layers: the
 self-conditioning signal (the softmax of the previous step's logits times the embedding matrix) and the LM head (with
-its tanh soft-capping). On a template most positions are fixed: a fixed position's self-conditioning logits are one
-finite value (its token's), so its signal is its token's embedding row, and its logits are never read but at its
-token. `forward` computes the signal and the head only where a position is free (a code hole's canvas: 16-64 of
-128 positions; a Sudoku grid's blanks), and runs the model's own decoder — its layers, norms and attention untouched —
-in between: the decoder is called without self-conditioning logits and the signal is handed to its
-self-conditioning block by a forward pre-hook, registered for the call only.
+its tanh soft-capping). On a template many positions are fixed, and the sampler leaves a fixed position's
+self-conditioning logits one finite value (its token's; the rest -inf), so its signal is its token's embedding row
+(`forward` relies on that), and its logits are never read but at its token. `forward` computes the signal and the
+head only where a position is free (a code hole's canvas: 16-64 of 128 positions; a Sudoku grid's blanks), and runs
+the model's own decoder — its layers, norms and attention untouched — in between: the decoder is called without
+self-conditioning logits and the signal is handed to its self-conditioning block by a forward pre-hook, registered
+for the call only.
 
 Shapes: b canvas rows, C positions, V vocabulary, d hidden size; flat positions are row · C + c.
 
-    logits = forward(model, Positions.of(constraint_free, constraint_fixed), decoder_input_ids=canvas [b, C], ...)
+    logits = forward(model, Positions.of(constraint.fixed), decoder_input_ids=canvas [b, C], ...)
     # float32 [b, C, V]: the model's logits at free positions; at fixed ones -inf but at their token
 
 The free positions' numbers are the model's own ops on a subset of rows (a softmax along each row, a matrix product
