@@ -363,7 +363,7 @@ class Engine:
             decoder_attention_mask=attention,
         )
         canvas = _Canvas(index=k, templates=templates, state=state, attention=attention, positions=positions, mask=mask)
-        views: dict[tuple, tuple] = {}  # (cache, mask, positions) of the active rows, while they stay the same
+        views: dict = {}  # the active rows -> (cache, masks, positions, free positions), while they stay the same
         while not bool(state.done.all()):
             self._denoising_step(run, canvas, views, trace, callback, step_hook)
         return canvas
@@ -384,16 +384,19 @@ class Engine:
         state = canvas.state
         rows = state.active_rows()
         t = self._tick()
-        step_cache, mask, pos = self._rows_view(
-            views, rows, state.batch_size, run.cache, canvas.mask, canvas.positions
-        )
         whole = rows.numel() == state.batch_size
+        key = None if whole else tuple(rows.tolist())
+        if key not in views:  # (memoised while the active rows stay the same; subsets only shrink)
+            views.clear()
+            view = (run.cache, canvas.mask, canvas.positions) if whole else self._rows_view(
+                rows, state.batch_size, run.cache, canvas.mask, canvas.positions)
+            views[key] = (*view, self._free_positions(canvas, rows, whole))
+        step_cache, mask, pos, free = views[key]
         sc = state.self_conditioning  # None at the first step: the model then uses a zero signal
         if sc is not None:  # fed back in the model's dtype, as transformers does (a bfloat16 model: rounded)
             sc = (sc if whole else sc[rows]).to(self.model.dtype)
         inputs = dict(decoder_input_ids=state.canvas if whole else state.canvas[rows], past_key_values=step_cache,
                       self_conditioning_logits=sc, decoder_attention_mask=mask, decoder_position_ids=pos)
-        free = self._free_positions(views, canvas, rows, whole)
         with self.forward_context():
             if free is None:  # the sampler's statistics are float32 whatever the model's dtype
                 logits = self.model(**inputs).logits.float()
@@ -471,45 +474,36 @@ class Engine:
             )
         return results
 
-    def _free_positions(self, views, canvas: _Canvas, rows, whole: bool):
+    def _free_positions(self, canvas: _Canvas, rows, whole: bool):
         """(free_forward.Positions, a logits buffer) of the canvas rows `rows` when their forward skips fixed
         positions (fast draws, `free_logits`, at least 15 % of the positions fixed; the reference draws keep the
-        model's own forward, for parity), else None. Memoised in `views` while the rows stay the same: the buffer,
-        -inf where nothing is written, serves every step of these rows."""
+        model's own forward, for parity), else None. The buffer, -inf where nothing is written, serves every step of
+        these rows."""
         constraint = canvas.state.constraint
         if not self.free_logits or self.sampler.config.draws != "fast" or constraint is None:
             return None
-        key = ("free", None if whole else tuple(rows.tolist()))
-        if key not in views:
-            where = free_forward.Positions.of(constraint.fixed if whole else constraint.fixed[rows])
-            views[key] = None
-            if where.share <= 0.85:  # (code-small, 8 canvases: even at about 85-90 % free)
-                b, C = where.shape
-                views[key] = (where, torch.full((b, C, self.lm.vocab_size), float("-inf"), device=self.device))
-        return views[key]
+        where = free_forward.Positions.of(constraint.fixed if whole else constraint.fixed[rows])
+        if where.share > 0.85:  # (code-small, 8 canvases: even at about 85-90 % free)
+            return None
+        b, C = where.shape
+        return where, torch.full((b, C, self.lm.vocab_size), float("-inf"), device=self.device)
 
     @staticmethod
-    def _rows_view(views, rows, batch_size, cache, full_mask, dec_pos):
-        """Cache, masks and positions for the subset `rows` of the canvas batch (memoised per subset)."""
-        if rows.numel() == batch_size:
-            return cache, full_mask, dec_pos
-        key = tuple(rows.tolist())
-        if key not in views:
-            views.clear()  # subsets only shrink; older views are dead
-            sub = copy.copy(cache)
-            sub.layers = []
-            for layer in cache.layers:
-                layer = copy.copy(layer)
-                if getattr(layer, "keys", None) is not None and layer.keys.numel():
-                    layer.keys, layer.values = layer.keys[rows], layer.values[rows]
-                sub.layers.append(layer)
-            mask = {
-                name: (m[rows] if isinstance(m, torch.Tensor) and m.shape[0] == batch_size else m)
-                for name, m in full_mask.items()
-            }
-            pos = dec_pos[rows] if dec_pos.shape[0] == batch_size and batch_size > 1 else dec_pos
-            views[key] = (sub, mask, pos)
-        return views[key]
+    def _rows_view(rows, batch_size, cache, full_mask, dec_pos):
+        """Cache, masks and positions for the subset `rows` of the canvas batch."""
+        sub = copy.copy(cache)
+        sub.layers = []
+        for layer in cache.layers:
+            layer = copy.copy(layer)
+            if getattr(layer, "keys", None) is not None and layer.keys.numel():
+                layer.keys, layer.values = layer.keys[rows], layer.values[rows]
+            sub.layers.append(layer)
+        mask = {
+            name: (m[rows] if isinstance(m, torch.Tensor) and m.shape[0] == batch_size else m)
+            for name, m in full_mask.items()
+        }
+        pos = dec_pos[rows] if dec_pos.shape[0] == batch_size and batch_size > 1 else dec_pos
+        return sub, mask, pos
 
     def _record(self, state: DenoiseState, out: StepOutput, k, alive, request_ids, traces, callback) -> None:
         for j, row in enumerate(out.rows.tolist()):

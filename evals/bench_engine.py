@@ -122,27 +122,35 @@ def _timed(engine: Engine, requests) -> dict:
                 steps=s.steps, canvas_steps=s.canvas_steps, tokens=[r.raw_tokens for r in results])
 
 
-def _utilisation(path: Path, forward: float) -> list[str]:
-    """Row cells: the products of one fast-draws run of `path` (recorded), their GFLOP per step, and the time they
-    take alone against the step's `forward` seconds."""
+def _products(path: Path) -> tuple[MatmulRecorder, int]:
+    """The products of one fast-draws run of `path` (recorded: the same whatever the thread count), and its steps."""
     recorder = MatmulRecorder()
     engine = _engine(path, "fast")
     engine.forward_context = lambda: recorder
     engine.generate_batch(path.requests)
-    steps = engine.stats.steps
+    return recorder, engine.stats.steps
+
+
+def _utilisation(recorded: tuple[MatmulRecorder, int], forward: float) -> list[str]:
+    """Row cells: the recorded products' GFLOP per step, and the time they take alone (replayed with the current
+    thread count) against the step's `forward` seconds."""
+    recorder, steps = recorded
     flops, alone = recorder.flops / steps, replay_seconds(recorder.products) / steps
     return [f"{flops / 1e9:.2f}", f"{1e3 * forward:.2f}", f"{flops / forward / 1e9:.1f}", f"{1e3 * alone:.2f}",
             f"{flops / alone / 1e9:.1f}", f"{100 * alone / forward:.0f} %"]
 
 
-def _throughput(path: Path) -> list[list[str]]:
-    """Rows: the engine on `path`'s puzzles in float32 and bfloat16 (fast draws, early stop on), and `solve_exact`."""
+def _throughput(path: Path, models: dict) -> list[list[str]]:
+    """Rows: the engine on `path`'s puzzles in float32 and bfloat16 (fast draws, early stop on), and `solve_exact`.
+    `models`: the bfloat16 model, once loaded (kept across thread counts)."""
     from diffreason.tasks import sudoku
 
     rows = []
     puzzles = [[sudoku.token_digit(t) if t >= 0 else 0 for t in r.template.fixed.tolist()] for r in path.requests]
     for dtype in (torch.float32, torch.bfloat16):
-        lm = path.lm if dtype == torch.float32 else load_model(WEIGHTS / "sudoku-base", dtype=dtype)
+        lm = path.lm if dtype == torch.float32 else models.get(dtype)
+        if lm is None:
+            lm = models[dtype] = load_model(WEIGHTS / "sudoku-base", dtype=dtype)
         engine = Engine(lm, lm.sampler_config.model_copy(update={"draws": "fast"}), max_batch_size=64)
         engine.generate_batch(path.requests[:2])  # warm-up
         wall, cpu = time.perf_counter(), time.process_time()
@@ -199,8 +207,10 @@ def main(
     for column in ("solver", "threads", "solved", "CPU s", "wall s", "puzzles / CPU-second"):
         throughput.add_column(column, justify="left" if column == "solver" else "right")
     identical, same_free = [], []
+    models: dict = {}  # (the throughput's bfloat16 model)
     for path in _paths(names, steps, preset):
         engines = {d: _engine(path, d) for d in draw_list}
+        recorded = None  # (the products of a fast-draws run, recorded once per path)
         for n_threads in thread_list:
             torch.set_num_threads(n_threads)
             runs = {d: [] for d in draw_list}
@@ -216,9 +226,10 @@ def main(
                 same_free.append(runs["fast"][-1]["tokens"] == runs["fast-whole"][-1]["tokens"])
             if "fast" in draw_list:
                 forward = statistics.median(r["forward"] for r in runs["fast"]) / runs["fast"][0]["steps"]
-                util.add_row(path.name, str(n_threads), *_utilisation(path, forward))
+                recorded = recorded or _products(path)
+                util.add_row(path.name, str(n_threads), *_utilisation(recorded, forward))
             if path.name == "sudoku-base ×64":
-                for row in _throughput(path):
+                for row in _throughput(path, models):
                     throughput.add_row(row[0], str(n_threads), *row[1:])
             for d in draw_list:
                 med = {k: statistics.median(r[k] for r in runs[d])

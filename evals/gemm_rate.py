@@ -80,7 +80,7 @@ class MatmulRecorder(TorchDispatchMode):
         elif packet in _ATTENTION:
             q, k, v = args[0], args[1], args[2]
             self.products[Product("attention", (tuple(q.shape), tuple(k.shape), tuple(v.shape)), q.dtype)] += 1
-        return func(*args, **(kwargs or {}))
+        return func(*args, **kwargs)
 
     @property
     def flops(self) -> int:
@@ -107,6 +107,7 @@ def _runner(p: Product, device):
 def replay_seconds(products: Counter, device="cpu", repeats: int = 5) -> float:
     """Seconds to run every recorded product as often as it ran, alone (per distinct shape: the fastest of `repeats`
     timed calls after a warm-up — the rate the machine reaches on that shape —, times its count)."""
+    sync = torch.cuda.synchronize if torch.device(device).type == "cuda" else (lambda: None)
     total = 0.0
     with torch.inference_mode():
         for p, count in products.items():
@@ -114,12 +115,10 @@ def replay_seconds(products: Counter, device="cpu", repeats: int = 5) -> float:
             run()
             times = []
             for _ in range(repeats):
-                if torch.device(device).type == "cuda":
-                    torch.cuda.synchronize()
+                sync()
                 t = time.perf_counter()
                 run()
-                if torch.device(device).type == "cuda":
-                    torch.cuda.synchronize()
+                sync()
                 times.append(time.perf_counter() - t)
             total += min(times) * count
     return total
