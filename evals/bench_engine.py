@@ -8,6 +8,12 @@ positions only (`fast`, the default; tokens checked identical to `fast-whole`), 
 Equal work on both sides: every run does a fixed number of denoising steps per canvas (early stop off) over the same
 canvases (same requests, seeds and templates), and every figure is per canvas-step as well as per step.
 
+Requests as served (`--served`, on by default): a batch of 16 JSON prompts (SCHEMA's members and its subsets of at
+least three, untitled), unconstrained, two canvases at most, early stop on (the checkpoint's schedule) — the
+engine (reference and fast draws) against transformers' `generate` batched and one request at a time; the engine's
+reference tokens are checked identical to transformers' one at a time, and the decoder's row-passes are counted on
+every side.
+
 Two more tables: the GEMM utilisation of a fast-draws step (its FLOP/s against the rate of the same products run
 alone, `diffreason.evals.gemm_rate`), and Sudoku throughput (the 64 puzzles solved as `solve sudoku` does, in float32
 and bfloat16, against the project's exact solver, in puzzles per CPU-second).
@@ -167,6 +173,85 @@ def _throughput(path: Path, models: dict) -> list[list[str]]:
     return rows
 
 
+def served_prompts() -> list[str]:
+    """The served batch's 16 prompts, as the JSON model was trained on them: SCHEMA's members and each subset of three
+    or four of them, untitled ("an object with id, customer, ...")."""
+    from itertools import combinations
+
+    from diffreason.tasks.json_corpus import prompt_of
+
+    names = list(SCHEMA["properties"])
+    subsets = [c for k in (5, 4, 3) for c in combinations(names, k)]
+    return [prompt_of({"type": "object", "properties": {n: SCHEMA["properties"][n] for n in c}}) for c in subsets]
+
+
+class RowPasses:
+    """Counts the decoder's row-passes (canvases through the denoiser) while entered."""
+
+    def __init__(self, lm):
+        self.decoder, self.rows, self.handle = lm.model.model.decoder, 0, None
+
+    def _count(self, module, args, kwargs) -> None:
+        self.rows += kwargs["decoder_input_ids"].shape[0]
+
+    def __enter__(self) -> "RowPasses":
+        self.handle = self.decoder.register_forward_pre_hook(self._count, with_kwargs=True)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.handle.remove()
+
+
+def _served(lm, repeats: int) -> tuple[list[dict], bool]:
+    """The served batch (`served_prompts`, seed i for prompt i, 256 new tokens): per side the median wall and CPU
+    seconds of `repeats` runs after a warm-up, sides alternated, and the decoder's row-passes; and whether the
+    engine's reference tokens equal transformers' one request at a time."""
+    tok, prompts, new = lm.tokenizer, served_prompts(), 2 * lm.canvas_length
+    ids = [[tok.bos_token_id] + tok.encode(p, add_special_tokens=False) for p in prompts]
+
+    def engine(draws):
+        e = Engine(lm, lm.sampler_config.model_copy(update={"draws": draws}), max_batch_size=len(prompts))
+        return lambda: [r.raw_tokens for r in e.generate_batch(
+            [GenerationRequest(p, seed=i, max_new_tokens=new) for i, p in enumerate(prompts)])]
+
+    def batched():
+        width = max(map(len, ids))
+        x = torch.tensor([[tok.pad_token_id] * (width - len(i)) + i for i in ids])
+        mask = torch.tensor([[0] * (width - len(i)) + [1] * len(i) for i in ids])
+        torch.manual_seed(0)
+        with torch.inference_mode():
+            lm.model.generate(x, attention_mask=mask, max_new_tokens=new)
+
+    def one_by_one():
+        out = []
+        for i, row in enumerate(ids):
+            torch.manual_seed(i)
+            with torch.inference_mode():
+                seq = lm.model.generate(torch.tensor([row]), max_new_tokens=new).sequences[0, len(row):].tolist()
+            out.append(seq)
+        return out
+
+    sides = {"engine, reference draws": engine("reference"), "engine, fast draws": engine("fast"),
+             "transformers, batched": batched, "transformers, one at a time": one_by_one}
+    runs = {name: [] for name in sides}
+    outputs = {}
+    for name, run in sides.items():
+        run()  # warm-up
+    for _ in range(repeats):
+        for name, run in sides.items():
+            with RowPasses(lm) as passes:
+                wall, cpu = time.perf_counter(), time.process_time()
+                outputs[name] = run()
+                wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+            runs[name].append(dict(wall=wall, cpu=cpu, rows=passes.rows))
+    rows = [dict(side=name, **{k: statistics.median(r[k] for r in rs) for k in ("wall", "cpu", "rows")})
+            for name, rs in runs.items()]
+    pad = tok.pad_token_id  # (transformers stops a request at its EOS canvas; the engine pads it to the batch's)
+    same = all(ours[:len(theirs)] == theirs and set(ours[len(theirs):]) <= {pad} for ours, theirs in zip(
+        outputs["engine, reference draws"], outputs["transformers, one at a time"]))
+    return rows, same
+
+
 def _transformers_tokens(path: Path) -> list[int]:
     lm, request = path.lm, path.requests[0]
     ids = [lm.tokenizer.bos_token_id] + lm.tokenizer.encode(request.prompt, add_special_tokens=False)
@@ -186,6 +271,8 @@ def main(
     steps: int = typer.Option(None, help="denoising steps per canvas (default: each checkpoint's own)"),
     repeats: int = typer.Option(2, help="timed runs of each side (median reported), after one warm-up"),
     preset: str = typer.Option("small", help="model preset of the unconstrained path"),
+    served: bool = typer.Option(True, help="also time a batch of 16 JSON prompts as served (early stop on) against "
+                                "transformers' generate, batched and one at a time"),
 ) -> None:
     console = Console(width=160)
     names = [n.strip() for n in paths.split(",") if n.strip()]
@@ -206,6 +293,11 @@ def main(
                        "checkpoint's schedule, early stop on), against the project's exact solver")
     for column in ("solver", "threads", "solved", "CPU s", "wall s", "puzzles / CPU-second"):
         throughput.add_column(column, justify="left" if column == "solver" else "right")
+    served_table = Table(title="Requests as served: 16 JSON prompts (json-small), unconstrained, early stop on, two "
+                         f"canvases at most; median of {repeats} runs")
+    for column in ("side", "threads", "wall s", "CPU s", "decoder row-passes", "speed-up (wall) over transformers' "
+                   "faster side"):
+        served_table.add_column(column, justify="left" if column == "side" else "right")
     identical, same_free = [], []
     models: dict = {}  # (the throughput's bfloat16 model)
     for path in _paths(names, steps, preset):
@@ -251,7 +343,18 @@ def main(
                               f"{1e3 * t / path.steps:.2f}", "", "", "", "", "", f"{1e3 * t / path.steps:.3f}",
                               f"{t:.2f}")
         table.add_section()
-    console.print(table)
+    if served:
+        lm = load_model(WEIGHTS / "json-small")
+        for n_threads in thread_list:
+            torch.set_num_threads(n_threads)
+            rows, same = _served(lm, repeats)
+            identical.append(same)
+            best = min(r["wall"] for r in rows if r["side"].startswith("transformers"))
+            for r in rows:
+                served_table.add_row(r["side"], str(n_threads), f"{r['wall']:.2f}", f"{r['cpu']:.2f}",
+                                     f"{r['rows']:.0f}", f"{best / r['wall']:.2f}x")
+    if table.row_count:
+        console.print(table)
     if util.row_count:
         console.print(util)
         console.print("Products: linear layers, the MoE experts' grouped products, attention (4·b·h·q·k·d FLOPs) and "
@@ -259,6 +362,12 @@ def main(
                       "shapes, each as often as it ran. Utilisation = their time / the step's forward time.")
     if throughput.row_count:
         console.print(throughput)
+    if served_table.row_count:
+        console.print(served_table)
+        console.print("As served: every request runs until its canvases stop (or reach EOS). The engine takes a "
+                      "row out of the batch when it stops; transformers' batched generate runs every row until the "
+                      "last stops. Reference tokens: each request's, in the engine's batch, equal transformers' "
+                      "for that request alone (checked below).")
     console.print("Per step: wall and CPU time of the whole run, its model forwards, sampler steps and constraint "
                   "work (per canvas: the batch's constraint, first canvas and commit; spread over its steps). Share: "
                   "(sampler + constraint) / (forward + sampler + constraint). Sudoku, JSON and code requests as "

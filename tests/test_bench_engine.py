@@ -1,0 +1,23 @@
+"""What `make bench`'s served table counts (diffreason.evals.bench_engine)."""
+
+from diffreason import Engine, SamplerConfig
+from diffreason.engine import GenerationRequest
+from diffreason.evals.bench_engine import RowPasses, served_prompts
+
+
+def test_the_served_batch_is_sixteen_different_prompts():
+    prompts = served_prompts()
+    assert len(prompts) == len(set(prompts)) == 16
+    assert prompts[0] == "an object with id, customer, email, items, paid"
+
+
+def test_row_passes_count_each_canvas_through_the_denoiser(tiny_lm):
+    engine = Engine(tiny_lm, SamplerConfig(draws="fast", max_denoising_steps=6, confidence_threshold=0.5),
+                    profile=True)
+    requests = [GenerationRequest(p, seed=i, max_new_tokens=tiny_lm.canvas_length) for i, p in enumerate("abc")]
+    with RowPasses(tiny_lm) as passes:
+        results = engine.generate_batch(requests)
+    assert passes.rows == engine.stats.canvas_steps == sum(r.steps[0] for r in results)
+    counted = passes.rows
+    engine.generate_batch(requests)  # the hook is gone once left
+    assert passes.rows == counted
