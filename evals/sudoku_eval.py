@@ -240,7 +240,8 @@ def write_report(report: dict, out_dir: str | Path, command: str) -> list[Path]:
          if report.get("sampler") else f"Sampler: the servers' own. Seeds: {report.get('seeding', 'unknown')}."),
         "",
         "`model` = the plain renoise sampler over the template; `verified` = task-aware: cells whose argmax breaks a "
-        "row/column/box constraint are re-noised each step. `solved` and the step columns: early stop within the "
+        "row/column/box constraint are re-noised each step, and a grid that breaks none (a solution) stops at once. "
+        "`solved` and the step columns: early stop within the "
         f"checkpoint's own {own}-step schedule; the budget columns (@) are separate runs whose schedule spans that "
         "budget. Unsolved puzzles either ran out of steps (the sampler never became sure) or stopped early on a "
         "wrong canvas.",

@@ -9,7 +9,7 @@ digit + row + column + box (+ given) vectors, and the template allows each free 
 Also here: a verifier, an exact solver (solution count, uniqueness, difficulty as search effort), a deterministic
 generator of uniquely solvable puzzles in four tiers, the training-batch sampler (on-the-fly puzzles with symmetry
 augmentation) and `solve()` in two modes: `model` (the plain sampler over the template) and `verified` (cells whose
-argmax breaks a row/column/box constraint are re-noised each step).
+argmax breaks a row/column/box constraint are re-noised each step; a grid that breaks none stops).
 
 Reading puzzles, the verifier and the exact solver need neither torch nor transformers (they are imported inside the
 functions that use them), so the command line refuses a malformed puzzle file in a fraction of a second.
@@ -721,12 +721,19 @@ def conflict_mask(argmax: torch.Tensor) -> torch.Tensor:
 
 
 def verified_hook(sampler):
-    """Task-aware step hook: re-noise cells whose argmax breaks a constraint; a canvas with conflicts cannot stop."""
+    """Task-aware step hook: re-noise cells whose argmax breaks a constraint; a canvas with conflicts cannot stop,
+    and one without stops at once: its argmax is a full grid (every blank allows only digits) with the givens fixed,
+    so no conflict means a solution, which the commit (the argmax) keeps, where the model's own stop rule would
+    wait until the model is also sure."""
 
     def hook(state, rows) -> None:
         clash = conflict_mask(state.argmax[rows])
         constraint = state.constraint.rows(rows)
         clash &= constraint.free
+        solved = ~clash.any(-1) & ~state.done[rows]
+        if bool(solved.any()):
+            state.done[rows[solved]] = True
+            state.stopped_early[rows[solved]] = True
         if not bool(clash.any()):
             return
         gens = [state.generators[int(r)] for r in rows]

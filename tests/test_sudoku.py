@@ -189,6 +189,40 @@ def test_verified_hook_reopens_only_within_the_budget():
     assert state.stopped_early.tolist() == [False, False]
 
 
+def test_verified_hook_stops_a_solved_grid_at_once():
+    """A conflict-free argmax grid is a solution: its row stops (early) whatever the model's confidence; a row with
+    a conflict goes on."""
+    from diffreason import CanvasConstraint, RenoiseSampler, SamplerConfig
+
+    sampler = RenoiseSampler(SamplerConfig(max_denoising_steps=8))
+    constraint = CanvasConstraint.from_templates([S.template(EASY.puzzle)] * 2)
+    state = sampler.init_state(2, 81, S.VOCAB_SIZE, [torch.Generator().manual_seed(i) for i in range(2)], constraint)
+    tokens = lambda cells: torch.tensor([S.given_token(i, d) if d else S.free_token(i, c)  # noqa: E731
+                                         for i, (d, c) in enumerate(zip(EASY.puzzle, cells))])
+    clashing = list(EASY.solution)
+    blank = EASY.puzzle.index(0)
+    clashing[blank] = clashing[blank] % 9 + 1  # a digit its row already holds
+    state.argmax = torch.stack([tokens(EASY.solution), tokens(clashing)])
+    state.steps_left = torch.tensor([5, 5], dtype=torch.int32)
+    S.verified_hook(sampler)(state, torch.arange(2))
+    assert state.done.tolist() == [True, False]
+    assert state.stopped_early.tolist() == [True, False]
+    assert S.decode(state.argmax[0].tolist()) == list(EASY.solution)
+
+
+def test_verified_mode_stops_when_the_grid_is_solved():
+    """The shipped model on medium puzzles: verified mode solves what model mode solves, in fewer steps (it stops
+    at the first solved grid, not when the model is sure)."""
+    from diffreason import load_model
+    from diffreason.model import WEIGHTS_DIR
+
+    lm = load_model(WEIGHTS_DIR / "sudoku-base")
+    puzzles = [p.puzzle for p in S.generate_set("medium", 8, seed=3)]
+    model, verified = (S.solve(lm, puzzles, mode=m) for m in ("model", "verified"))
+    assert sum(r.solved for r in verified) >= sum(r.solved for r in model) > 0
+    assert sum(r.steps for r in verified) < sum(r.steps for r in model)
+
+
 def test_solve_errors(sudoku_lm, tiny_lm):
     with pytest.raises(S.SudokuError, match="unknown mode"):
         S.solve(sudoku_lm, [EASY.puzzle], mode="magic")
