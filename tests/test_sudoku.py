@@ -6,7 +6,6 @@ import math
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -174,7 +173,7 @@ def test_verified_mode_keeps_conflicting_canvases_running(sudoku_lm):
 
 def test_verified_hook_reopens_only_within_the_budget():
     """A conflicting grid that 'converged' is re-opened, except at its last step: the budget always ends it."""
-    from diffreason import CanvasConstraint, RenoiseSampler, SamplerConfig
+    from diffreason import RenoiseSampler, SamplerConfig
 
     sampler = RenoiseSampler(SamplerConfig(max_denoising_steps=3))
     constraint = CanvasConstraint.from_templates([S.template(EASY.puzzle)] * 2)
@@ -192,7 +191,7 @@ def test_verified_hook_reopens_only_within_the_budget():
 def test_verified_hook_stops_a_solved_grid_at_once():
     """A conflict-free argmax grid is a solution: its row stops (early) whatever the model's confidence; a row with
     a conflict goes on."""
-    from diffreason import CanvasConstraint, RenoiseSampler, SamplerConfig
+    from diffreason import RenoiseSampler, SamplerConfig
 
     sampler = RenoiseSampler(SamplerConfig(max_denoising_steps=8))
     constraint = CanvasConstraint.from_templates([S.template(EASY.puzzle)] * 2)
