@@ -123,12 +123,30 @@ def _has_patterns(schema: Any) -> bool:
         return True
 
 
-def _verdict(schema: Any, value: Any) -> tuple[str, str, str] | None:
+class EndlessRecursion(RuntimeError):
+    """jsonschema recursed without end on a schema (a `$ref` cycle that never descends into the value)."""
+
+
+def best_validation_error(validator: Any, value: Any):
+    """jsonschema's best-matching error of `validator` on `value` (None: valid). Python's stack running out inside
+    jsonschema — a RecursionError, or a panic of its Rust extension (rpds), which is no Exception — becomes
+    `EndlessRecursion`, an Exception like jsonschema's other failures."""
     import jsonschema
 
+    try:
+        return jsonschema.exceptions.best_match(validator.iter_errors(value))
+    except RecursionError:
+        raise EndlessRecursion("it recurses without end on this schema") from None
+    except BaseException as exc:
+        if type(exc).__name__ == "PanicException" and "RecursionError" in str(exc):
+            raise EndlessRecursion("it recurses without end on this schema") from None
+        raise
+
+
+def _verdict(schema: Any, value: Any) -> tuple[str, str, str] | None:
     from diffreason.tasks.json_schema.load import validator
 
-    error = jsonschema.exceptions.best_match(validator(schema).iter_errors(value))
+    error = best_validation_error(validator(schema), value)
     if error is None:
         return None
     return error.message, "/" + "/".join(str(p) for p in error.absolute_path), str(error.validator)

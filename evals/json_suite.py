@@ -406,12 +406,11 @@ def _reason(exc: BaseException) -> str:
 
 def _judge(schema, value) -> tuple[bool | None, str]:
     """(valid?, first error) under the schema's draft, formats checked; None when jsonschema cannot judge."""
-    from jsonschema.exceptions import best_match
-
+    from diffreason.limits import best_validation_error
     from diffreason.tasks.json_schema import validator
 
     try:
-        error = best_match(validator(schema).iter_errors(value))
+        error = best_validation_error(validator(schema), value)
     except Exception as exc:  # noqa: BLE001  (an unresolvable reference, a malformed keyword)
         return None, f"{type(exc).__name__}: {_reason(exc)}"
     return (error is None), ("" if error is None else error.message[:300])

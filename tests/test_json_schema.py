@@ -1847,3 +1847,33 @@ def test_not_of_if_then_else_writes_the_values_it_leaves():
     compiled = compile_schema({"not": {"if": {"type": "integer"}, "then": {"minimum": 5}}}, TOK)
     values = [fill_and_parse(compiled, seed) for seed in range(10)]
     assert all(isinstance(v, int) and v < 5 for v in values)
+
+
+@pytest.mark.parametrize("defs, through", [
+    ({"a": {"not": {"$ref": "#/$defs/a"}}}, "#/$defs/a"),
+    ({"a": {"anyOf": [{"not": {"$ref": "#/$defs/a"}}, {"type": "integer"}]}}, "#/$defs/a"),
+    ({"a": {"allOf": [{"$ref": "#/$defs/b"}]}, "b": {"if": {"$ref": "#/$defs/a"}, "then": {"type": "string"}}},
+     "#/$defs/b, #/$defs/a"),  # (the cycle named from where the walk closes it)
+])
+def test_a_reference_that_applies_the_schema_to_the_same_value_without_end_is_refused(defs, through):
+    """No validator can evaluate such a schema (jsonschema recurses until Python's stack runs out): the compiler
+    says so, and a check of a value against it is one clear error, not a crash."""
+    from diffreason.errors import DiffreasonError
+    from diffreason.limits import validate_json
+
+    schema = {"$defs": defs, "$ref": "#/$defs/a"}
+    with pytest.raises(SchemaError, match="applies the schema to the same value again without end"):
+        compile_schema(schema, TOK)
+    with pytest.raises(SchemaError, match=re.escape(f"(through {through})")):
+        compile_schema(schema, TOK)
+    with pytest.raises(DiffreasonError, match="jsonschema cannot evaluate this schema .*recurses without end"):
+        validate_json(schema, "text")
+
+
+def test_a_reference_that_descends_into_the_value_still_compiles():
+    node = {"type": "object", "properties": {"v": {"type": "integer"}, "next": {"anyOf": [{"$ref": "#/$defs/node"},
+                                                                                        {"type": "null"}]}},
+            "required": ["v"]}
+    compiled = compile_schema({"$defs": {"node": node}, "$ref": "#/$defs/node"}, TOK)
+    value = json.loads(TOK.decode(compiled.random_filling(torch.Generator().manual_seed(0)), skip_special_tokens=True))
+    compiled.validate(value)

@@ -24,7 +24,7 @@ from diffreason.errors import DiffreasonError, SchemaError
 from diffreason.tasks.json_schema.base import Budget, CompilerState
 from diffreason.tasks.json_schema.containers import ContainersMixin
 from diffreason.tasks.json_schema.layout import LayoutMixin, end_of_sequence, random_filling
-from diffreason.tasks.json_schema.load import check_schema, to_2020_12, validator
+from diffreason.tasks.json_schema.load import check_schema, endless_reference, to_2020_12, validator
 from diffreason.tasks.json_schema.negation import NegationMixin
 from diffreason.tasks.json_schema.rewrite import RewriteMixin
 from diffreason.tasks.json_schema.values import ValuesMixin
@@ -48,10 +48,9 @@ class CompiledSchema:
         return random_filling(self.template, generator)
 
     def validate(self, value: Any) -> None:
-        """Raise jsonschema.ValidationError unless `value` validates (formats checked, as far as jsonschema can)."""
-        import jsonschema
-
-        error = jsonschema.exceptions.best_match(validator(self.schema).iter_errors(value))
+        """Raise jsonschema.ValidationError unless `value` validates (formats checked, as far as jsonschema can);
+        `limits.EndlessRecursion` where jsonschema recurses without end on the schema."""
+        error = limits.best_validation_error(validator(self.schema), value)
         if error is not None:
             raise error
 
@@ -65,6 +64,10 @@ def compile_document(schema: dict | bool, tokenizer, budget: Budget, max_depth: 
         end = end_of_sequence(tokenizer)
         try:
             translation = to_2020_12(schema)  # (keywords read as the schema's draft defines them)
+            cycle = endless_reference(translation)
+            if cycle:
+                raise SchemaError(f"'$ref' {cycle[0]} applies the schema to the same value again without end "
+                                  f"(through {', '.join(cycle)}): no validator can evaluate it")
             compiler = SchemaCompiler(translation.document, tokenizer, budget, max_depth, translation.names)
             template = compiler.document(translation.schema, end)
         except DiffreasonError:

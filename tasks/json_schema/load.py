@@ -249,6 +249,73 @@ def to_2020_12(root: Any) -> Translation:
     return _Translator(root, cls).run()
 
 
+_IN_PLACE = ("allOf", "anyOf", "oneOf", "not", "if", "then", "else", "dependentSchemas")  # the value itself
+_DESCENDING = ("properties", "patternProperties", "additionalProperties", "propertyNames", "items", "prefixItems",
+               "contains", "unevaluatedItems", "unevaluatedProperties")  # a member's or an item's value
+
+
+def endless_reference(translation: Translation) -> list[str] | None:
+    """The `$ref`s of a cycle that applies a schema to the same value again without descending into it
+    (`{"$defs": {"a": {"not": {"$ref": "#/$defs/a"}}}}`): no validator can evaluate such a schema (the spec leaves
+    it undefined; jsonschema recurses until the stack runs out). None when every cycle descends (a linked list's
+    `next` member). Walks the subschemas reachable from the schema; a `$ref` that does not resolve is left to the
+    compiler's own error."""
+    def target(ref: Any) -> Any:
+        if not isinstance(ref, str) or not (ref == "#" or ref.startswith("#/")):
+            return None
+        node: Any = translation.document
+        for part in [p for p in ref[1:].split("/") if p]:
+            part = part.replace("~1", "/").replace("~0", "~")
+            if isinstance(node, dict) and part in node:
+                node = node[part]
+            elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
+                node = node[int(part)]
+            else:
+                return None
+        return node
+
+    def children(node: dict, keys) -> list[tuple[Any, str | None]]:
+        out = []
+        for key in keys:
+            value = node.get(key)
+            parts = value.values() if isinstance(value, dict) and key in (
+                "properties", "patternProperties", "dependentSchemas") else value if isinstance(value, list) else [value]
+            out += [(v, None) for v in parts if isinstance(v, dict)]
+        ref = node.get("$ref")
+        if keys is _IN_PLACE and isinstance(to := target(ref), dict):
+            out.append((to, translation.names.get(ref, ref)))
+        return out
+
+    reachable, stack = {}, [translation.schema] if isinstance(translation.schema, dict) else []
+    while stack:  # every subschema some value may meet
+        node = stack.pop()
+        if id(node) not in reachable:
+            reachable[id(node)] = node
+            stack += [child for child, _ in children(node, _IN_PLACE) + children(node, _DESCENDING)]
+    state: dict[int, int] = {}  # 1: on the current path, 2: done
+    for start in reachable.values():
+        if state.get(id(start)):
+            continue
+        path = [(start, None, iter(children(start, _IN_PLACE)))]
+        state[id(start)] = 1
+        while path:
+            node, _, pending = path[-1]
+            child = next(pending, None)
+            if child is None:
+                state[id(node)] = 2
+                path.pop()
+                continue
+            nxt, ref = child
+            if state.get(id(nxt)) == 1:
+                at = next(i for i, (n, _, _) in enumerate(path) if n is nxt)
+                refs = [r for _, r, _ in path[at + 1:] if r] + ([ref] if ref else [])
+                return refs or ["(a cycle of subschemas)"]
+            if not state.get(id(nxt)):
+                state[id(nxt)] = 1
+                path.append((nxt, ref, iter(children(nxt, _IN_PLACE))))
+    return None
+
+
 def _check_bases(root: Any, id_key: str) -> None:
     """Refuse a `$ref` below a nested `$id` that changes the base URI: validators resolve it against that resource,
     while the compiler resolves every local reference against the document (which would be another schema)."""
