@@ -308,8 +308,8 @@ def endless_reference(translation: Translation) -> list[str] | None:
             nxt, ref = child
             if state.get(id(nxt)) == 1:
                 at = next(i for i, (n, _, _) in enumerate(path) if n is nxt)
-                refs = [r for _, r, _ in path[at + 1:] if r] + ([ref] if ref else [])
-                return refs or ["(a cycle of subschemas)"]
+                # (a schema document is a tree: every cycle passes through a $ref)
+                return [r for _, r, _ in path[at + 1:] if r] + ([ref] if ref else [])
             if not state.get(id(nxt)):
                 state[id(nxt)] = 1
                 path.append((nxt, ref, iter(children(nxt, _IN_PLACE))))
