@@ -1877,3 +1877,31 @@ def test_a_reference_that_descends_into_the_value_still_compiles():
     compiled = compile_schema({"$defs": {"node": node}, "$ref": "#/$defs/node"}, TOK)
     value = json.loads(TOK.decode(compiled.random_filling(torch.Generator().manual_seed(0)), skip_special_tokens=True))
     compiled.validate(value)
+
+
+@pytest.mark.parametrize("schema", [
+    # (json-fuzz --examples 30000 --seed 61206, shrunk) draft 4 calls 0.0 no integer: an integral enum value is
+    # written as an integer
+    {"$schema": "http://json-schema.org/draft-04/schema#", "allOf": [{"items": {"type": "integer"}},
+                                                                     {"items": {"enum": [0.0]}}]},
+    {"$schema": "http://json-schema.org/draft-04/schema#", "type": "integer", "enum": [-0.0, 1.0, 2]},
+    # a member a required one brings along (dependentRequired) that a oneOf exclusion left out
+    {"oneOf": [{"dependentRequired": {"a": ["b"]}, "required": ["a"]}, {"required": ["b"]}]},
+    {"oneOf": [{"patternProperties": {"^[a-c]$": {"oneOf": [{"type": "object"}, {"type": "object"}]}},
+                "required": ["a"]},
+               {"patternProperties": {"^[a-c]$": {"oneOf": [
+                   {"dependentRequired": {"a": ["b"]}, "patternProperties": {"^[a-c]$": {"type": "null"}},
+                    "required": ["a"]},
+                   {"patternProperties": {"^[a-c]$": {"type": "null"}}, "required": ["b"]}]}},
+                "required": ["b"]}]},
+])
+def test_fuzzed_schemas_whose_fillings_were_invalid(schema):
+    assert invalid_fillings(schema, 40) == []
+
+
+def test_minus_zero_is_zero_in_a_one_of():
+    """0 and -0.0 are one value to a validator: a oneOf of the two (nested or not) accepts nothing."""
+    for schema in ({"oneOf": [{"const": 0}, {"oneOf": [{"const": -0.0}]}], "type": "number"},
+                   {"oneOf": [{"const": 0}, {"const": -0.0}], "type": "number"}):
+        with pytest.raises(SchemaError):
+            compile_schema(schema, TOK)

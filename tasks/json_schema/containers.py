@@ -235,6 +235,10 @@ class ContainersMixin:
                 self.fail(f"{path}/{keyword}/{name}", f"unsupported keyword {keyword!r} (a schema that required "
                                                       f"member {name!r} brings)")
             required += [d for d in (dep if isinstance(dep, list) else []) if d not in required]
+        if forbidden & set(required):  # (a member left out that a required one brings along)
+            name = sorted(forbidden & set(required))[0]
+            raise NoValue(f"the schema false accepts no value at {path}/properties/{name} (property {name!r}, "
+                          "required by a dependency)")
         for name in deps:
             if name not in required and deps[name][1] not in (True, [], {}):
                 props.pop(name, None)

@@ -18,7 +18,9 @@ from typing import Any
 from diffreason.constrain.chardfa import Complement
 from diffreason.constrain.regex import Choice, alt
 from diffreason.errors import SchemaError
-from diffreason.tasks.json_schema.base import CHOICE_FACTOR, DepthLimit, NoValue, TooComplex, positive_number
+from diffreason.tasks.json_schema.base import (
+    CHOICE_FACTOR, DepthLimit, NoValue, TooComplex, json_text, positive_number,
+)
 from diffreason.tasks.json_schema.keywords import (
     ANNOTATIONS, ANY_VALUE, APPLIES, EXCLUDED, GENERIC, MULTIPLES, NOT_MULTIPLES, PATTERNS, SUPPORTED,
     VALIDATION_KEYWORDS, VALUE_REGEXES,
@@ -206,8 +208,7 @@ class ValuesMixin:
             self.fail(f"{path}/enum", "'enum' must be a list")
         if not values:  # (drafts 6 and later allow it: it accepts nothing)
             raise NoValue(f"an empty 'enum' accepts no value at {path}/enum")
-        lits = [json.dumps(v, separators=(",", ":"), ensure_ascii=False) for v in values
-                if self.valid_member(v, schema, key)]
+        lits = list(dict.fromkeys(json_text(v) for v in values if self.valid_member(v, schema, key)))
         if not lits:
             raise NoValue(f"no '{key}' value satisfies the rest of the schema at {path}/{key}")
         return Choice(lits), max(len(v) for v in lits) + 2
