@@ -107,32 +107,25 @@ def finite_values(schema: dict) -> list | None:
 def canonical(value: Any) -> str:
     """A text equal for two JSON values exactly when JSON Schema calls them equal (uniqueItems, enum, const): 1 and
     1.0 alike, true and 1 not, members in any order."""
-    def norm(v):
-        if isinstance(v, float) and v.is_integer():
-            return int(v)
-        if isinstance(v, dict):
-            return {k: norm(x) for k, x in v.items()}
-        if isinstance(v, list):
-            return [norm(x) for x in v]
-        return v
+    return json.dumps(_integral_as_int(value), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
-    return json.dumps(norm(value), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+def _integral_as_int(value: Any, below: float = float("inf")) -> Any:
+    """`value` with every float of an integral value under `below` in magnitude made an int, at any depth."""
+    if isinstance(value, float) and value.is_integer() and abs(value) < below:
+        return int(value)
+    if isinstance(value, dict):
+        return {k: _integral_as_int(x, below) for k, x in value.items()}
+    if isinstance(value, list):
+        return [_integral_as_int(x, below) for x in value]
+    return value
 
 
 def json_text(value: Any) -> str:
     """`value` as compact JSON text (the spelling values are written in). A number with an integral value is written
     as an integer (0.0 and -0.0 as 0): equal to the float under enum / const / uniqueItems in every draft, and an
     integer in every draft too — draft 4 calls 1.0 no integer, while the compiler reads values as 2020-12 does."""
-    def norm(v):
-        if isinstance(v, float) and v.is_integer() and abs(v) < 2**53:
-            return int(v)
-        if isinstance(v, dict):
-            return {k: norm(x) for k, x in v.items()}
-        if isinstance(v, list):
-            return [norm(x) for x in v]
-        return v
-
-    return json.dumps(norm(value), separators=(",", ":"), ensure_ascii=False)
+    return json.dumps(_integral_as_int(value, 2**53), separators=(",", ":"), ensure_ascii=False)
 
 
 def json_literal(value: Any) -> str:

@@ -249,6 +249,20 @@ def to_2020_12(root: Any) -> Translation:
     return _Translator(root, cls).run()
 
 
+def pointer_target(root: Any, pointer: str) -> Any:
+    """The node a JSON pointer ("/$defs/a", "" for the root) names in `root`; `_MISSING` where there is none."""
+    node = root
+    for part in pointer.split("/")[1:]:
+        part = part.replace("~1", "/").replace("~0", "~")
+        if isinstance(node, dict) and part in node:
+            node = node[part]
+        elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
+            node = node[int(part)]
+        else:
+            return _MISSING
+    return node
+
+
 _IN_PLACE = ("allOf", "anyOf", "oneOf", "not", "if", "then", "else", "dependentSchemas")  # the value itself
 _DESCENDING = ("properties", "patternProperties", "additionalProperties", "propertyNames", "items", "prefixItems",
                "contains", "unevaluatedItems", "unevaluatedProperties")  # a member's or an item's value
@@ -263,16 +277,7 @@ def endless_reference(translation: Translation) -> list[str] | None:
     def target(ref: Any) -> Any:
         if not isinstance(ref, str) or not (ref == "#" or ref.startswith("#/")):
             return None
-        node: Any = translation.document
-        for part in [p for p in ref[1:].split("/") if p]:
-            part = part.replace("~1", "/").replace("~0", "~")
-            if isinstance(node, dict) and part in node:
-                node = node[part]
-            elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
-                node = node[int(part)]
-            else:
-                return None
-        return node
+        return pointer_target(translation.document, ref[1:])
 
     def children(node: dict, keys) -> list[tuple[Any, str | None]]:
         out = []
@@ -421,16 +426,7 @@ class _Translator:
     def _walk(self, ref: str) -> Any:
         if ref != "#" and not ref.startswith("#/"):  # an anchor, "#name"
             return self.anchors.get(unquote(ref[1:]), _MISSING)
-        node = self.root
-        for part in unquote(ref[1:]).split("/")[1:]:
-            part = part.replace("~1", "/").replace("~0", "~")
-            if isinstance(node, dict) and part in node:
-                node = node[part]
-            elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
-                node = node[int(part)]
-            else:
-                return _MISSING
-        return node
+        return pointer_target(self.root, unquote(ref[1:]))
 
     def schema(self, node: Any) -> Any:
         if not isinstance(node, dict):
