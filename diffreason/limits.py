@@ -127,18 +127,21 @@ class EndlessRecursion(RuntimeError):
     """jsonschema recursed without end on a schema (a `$ref` cycle that never descends into the value)."""
 
 
+def stack_ran_out(exc: BaseException) -> bool:
+    """Is `exc` Python's stack running out: a RecursionError, or the panic jsonschema's Rust extension (rpds) raises
+    over one (a PanicException, which is no Exception)?"""
+    return isinstance(exc, RecursionError) or (type(exc).__name__ == "PanicException" and "RecursionError" in str(exc))
+
+
 def best_validation_error(validator: Any, value: Any):
     """jsonschema's best-matching error of `validator` on `value` (None: valid). Python's stack running out inside
-    jsonschema — a RecursionError, or a panic of its Rust extension (rpds), which is no Exception — becomes
-    `EndlessRecursion`, an Exception like jsonschema's other failures."""
+    jsonschema (`stack_ran_out`) becomes `EndlessRecursion`, an Exception like jsonschema's other failures."""
     import jsonschema
 
     try:
         return jsonschema.exceptions.best_match(validator.iter_errors(value))
-    except RecursionError:
-        raise EndlessRecursion("it recurses without end on this schema") from None
     except BaseException as exc:
-        if type(exc).__name__ == "PanicException" and "RecursionError" in str(exc):
+        if stack_ran_out(exc):
             raise EndlessRecursion("it recurses without end on this schema") from None
         raise
 

@@ -223,13 +223,7 @@ def _served(lm, repeats: int) -> tuple[list[dict], bool]:
             lm.model.generate(x, attention_mask=mask, max_new_tokens=new)
 
     def one_by_one():
-        out = []
-        for i, row in enumerate(ids):
-            torch.manual_seed(i)
-            with torch.inference_mode():
-                seq = lm.model.generate(torch.tensor([row]), max_new_tokens=new).sequences[0, len(row):].tolist()
-            out.append(seq)
-        return out
+        return [_transformers_alone(lm, p, i, new) for i, p in enumerate(prompts)]
 
     sides = {"engine, reference draws": engine("reference"), "engine, fast draws": engine("fast"),
              "transformers, batched": batched, "transformers, one at a time": one_by_one}
@@ -252,14 +246,19 @@ def _served(lm, repeats: int) -> tuple[list[dict], bool]:
     return rows, same
 
 
-def _transformers_tokens(path: Path) -> list[int]:
-    lm, request = path.lm, path.requests[0]
-    ids = [lm.tokenizer.bos_token_id] + lm.tokenizer.encode(request.prompt, add_special_tokens=False)
-    torch.manual_seed(request.seed)
+def _transformers_alone(lm, prompt: str, seed: int, new: int, **generation) -> list[int]:
+    """The tokens transformers' `generate` gives one request (under `torch.manual_seed(seed)`, as parity has it)."""
+    ids = [lm.tokenizer.bos_token_id] + lm.tokenizer.encode(prompt, add_special_tokens=False)
+    torch.manual_seed(seed)
     with torch.inference_mode():
-        out = lm.model.generate(torch.tensor([ids]), max_new_tokens=request.max_new_tokens,
-                                max_denoising_steps=path.steps, confidence_threshold=NO_EARLY_STOP)
+        out = lm.model.generate(torch.tensor([ids]), max_new_tokens=new, **generation)
     return out.sequences[0, len(ids):].tolist()
+
+
+def _transformers_tokens(path: Path) -> list[int]:
+    request = path.requests[0]
+    return _transformers_alone(path.lm, request.prompt, request.seed, request.max_new_tokens,
+                               max_denoising_steps=path.steps, confidence_threshold=NO_EARLY_STOP)
 
 
 @app.command()

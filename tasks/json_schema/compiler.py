@@ -86,9 +86,7 @@ def compile_document(schema: dict | bool, tokenizer, budget: Budget, max_depth: 
             return build()
     except limits.BudgetExceeded as exc:
         raise SchemaError(f"compile budget exceeded: {exc}") from None
-    except RecursionError:
-        raise too_deep from None
-    except BaseException as exc:  # a Rust extension (jsonschema's rpds) panics when Python's stack runs out
-        if type(exc).__name__ == "PanicException" and "RecursionError" in str(exc):
+    except BaseException as exc:
+        if limits.stack_ran_out(exc):
             raise too_deep from None
         raise

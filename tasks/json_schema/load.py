@@ -279,29 +279,31 @@ def endless_reference(translation: Translation) -> list[str] | None:
             return None
         return pointer_target(translation.document, ref[1:])
 
-    def children(node: dict, keys) -> list[tuple[Any, str | None]]:
+    def children(node: dict, keys) -> list[tuple[dict, str | None]]:
+        """(subschema, the `$ref` written when it is one's target) under `keys` (and `$ref`, with the in-place ones)."""
         out = []
         for key in keys:
             value = node.get(key)
-            parts = value.values() if isinstance(value, dict) and key in (
-                "properties", "patternProperties", "dependentSchemas") else value if isinstance(value, list) else [value]
-            out += [(v, None) for v in parts if isinstance(v, dict)]
+            if isinstance(value, dict) and key in ("properties", "patternProperties", "dependentSchemas"):
+                value = list(value.values())
+            out += [(v, None) for v in (value if isinstance(value, list) else [value]) if isinstance(v, dict)]
         ref = node.get("$ref")
         if keys is _IN_PLACE and isinstance(to := target(ref), dict):
             out.append((to, translation.names.get(ref, ref)))
         return out
 
-    reachable, stack = {}, [translation.schema] if isinstance(translation.schema, dict) else []
-    while stack:  # every subschema some value may meet
+    in_place: dict[int, list] = {}  # id -> in-place children, of every subschema some value may meet
+    nodes, stack = {}, [translation.schema] if isinstance(translation.schema, dict) else []
+    while stack:
         node = stack.pop()
-        if id(node) not in reachable:
-            reachable[id(node)] = node
-            stack += [child for child, _ in children(node, _IN_PLACE) + children(node, _DESCENDING)]
+        if id(node) not in nodes:
+            nodes[id(node)], in_place[id(node)] = node, children(node, _IN_PLACE)
+            stack += [child for child, _ in in_place[id(node)] + children(node, _DESCENDING)]
     state: dict[int, int] = {}  # 1: on the current path, 2: done
-    for start in reachable.values():
+    for start in nodes.values():
         if state.get(id(start)):
             continue
-        path = [(start, None, iter(children(start, _IN_PLACE)))]
+        path = [(start, None, iter(in_place[id(start)]))]
         state[id(start)] = 1
         while path:
             node, _, pending = path[-1]
@@ -317,7 +319,7 @@ def endless_reference(translation: Translation) -> list[str] | None:
                 return [r for _, r, _ in path[at + 1:] if r] + ([ref] if ref else [])
             if not state.get(id(nxt)):
                 state[id(nxt)] = 1
-                path.append((nxt, ref, iter(children(nxt, _IN_PLACE))))
+                path.append((nxt, ref, iter(in_place[id(nxt)])))
     return None
 
 
