@@ -394,6 +394,11 @@ def pct(x) -> str:
     return "—" if x is None else f"{100 * x:.1f} %"
 
 
+def seconds(x) -> str:
+    """Seconds with one decimal (— for None: not measured)."""
+    return "—" if x is None else f"{x:.1f}"
+
+
 def write_report(report: dict, out_dir: str | Path, command: str) -> list[Path]:
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -441,7 +446,7 @@ def write_report(report: dict, out_dir: str | Path, command: str) -> list[Path]:
             f"{pct(m.get('parse_rate_unconstrained'))} | "
             f"{pct(m.get('verified_returned_parse_rate'))} | {pct(m['exact_match'])} | "
             f"{pct(m['exact_match_lines'])} | {m['median_steps']} | {m['p90_steps']} | "
-            f"{m['seconds_per_task']:.1f} / {m.get('seconds_per_task_unconstrained', float('nan')):.1f} / "
+            f"{m['seconds_per_task']:.1f} / {seconds(m.get('seconds_per_task_unconstrained'))} / "
             f"{m['sandbox_seconds_per_task']:.1f} |"
         )
     lines += [

@@ -183,3 +183,22 @@ def test_eval_limit_2_json(code_checkpoint, tmp_path):
     assert {f.name for f in tmp_path.iterdir()} >= {"infill.json", "infill.md", "infill.png"}
     report = json.loads((tmp_path / "infill.json").read_text())
     assert report["command"].startswith("diffreason eval infill --limit 2")
+
+
+def test_eval_tasks_file_with_a_hole_inside_a_line_and_no_baseline(code_checkpoint, tmp_path):
+    """A task file in HumanEval-infilling's format whose hole starts and ends inside lines (a random span): the
+    harness passes its canonical solution; without the baseline its columns read — in the report, not nan."""
+    task = {"task_id": "RandomSpan/0", "entry_point": "scale",
+            "prompt": "def scale(values, k):\n    return [v * ",
+            "canonical_solution": "k for v in val", "suffix": "ues]\n",
+            "test": "def check(candidate):\n    assert candidate([1, 2], 3) == [3, 6]\n"}
+    tasks = tmp_path / "span.jsonl"
+    tasks.write_text(json.dumps(task) + "\n")
+    out = tmp_path / "out"
+    p = cli("eval", "infill", "--tasks", tasks, "--samples", "1", "--mode", "verified", "--no-baseline", "--json",
+            "--model", code_checkpoint, "--out", out, "--max-hole-tokens", "8")
+    assert p.returncode == 0, p.stderr
+    summary = json.loads(p.stdout.split("\ntorch imported")[0])
+    assert summary["tasks"] == 1 and summary["harness_passed"] == summary["harness_tasks"] == 1
+    table = next(line for line in (out / "infill.md").read_text().splitlines() if line.startswith("| span |"))
+    assert "nan" not in table and " / — / " in table, table
