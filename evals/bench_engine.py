@@ -16,7 +16,7 @@ every side.
 
 Two more tables: the GEMM utilisation of a fast-draws step (its FLOP/s against the rate of the same products run
 alone, `diffreason.evals.gemm_rate`), and Sudoku throughput (the 64 puzzles solved as `solve sudoku` does, in float32
-and bfloat16, against the project's exact solver, in puzzles per CPU-second).
+and bfloat16, in model and verified mode, against the project's exact solver, in puzzles per CPU-second).
 
     python -m diffreason.evals.bench_engine --repeats 2
 """
@@ -147,8 +147,9 @@ def _utilisation(recorded: tuple[MatmulRecorder, int], forward: float) -> list[s
 
 
 def _throughput(path: Path, models: dict) -> list[list[str]]:
-    """Rows: the engine on `path`'s puzzles in float32 and bfloat16 (fast draws, early stop on), and `solve_exact`.
-    `models`: the bfloat16 model, once loaded (kept across thread counts)."""
+    """Rows: the engine on `path`'s puzzles in float32 and bfloat16 (fast draws, early stop on), in model mode and in
+    verified mode (`solve sudoku --mode verified`: the verifier's hook, which stops a grid at a solution), and
+    `solve_exact`. `models`: the bfloat16 model, once loaded (kept across thread counts)."""
     from diffreason.tasks import sudoku
 
     rows = []
@@ -159,16 +160,19 @@ def _throughput(path: Path, models: dict) -> list[list[str]]:
             lm = models[dtype] = load_model(WEIGHTS / "sudoku-base", dtype=dtype)
         engine = Engine(lm, lm.sampler_config.model_copy(update={"draws": "fast"}), max_batch_size=64)
         engine.generate_batch(path.requests[:2])  # warm-up
-        wall, cpu = time.perf_counter(), time.process_time()
-        results = engine.generate_batch(path.requests)
-        wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
-        solved = sum(sudoku.verify(p, sudoku.decode(r.raw_tokens)) for p, r in zip(puzzles, results))
-        rows.append([f"engine, {str(dtype).removeprefix('torch.')}", f"{solved} / {len(puzzles)}", f"{cpu:.2f}",
-                     f"{wall:.2f}", f"{len(puzzles) / cpu:.1f}"])
+        for mode in sudoku.MODES:
+            hook = sudoku.verified_hook(engine.sampler) if mode == "verified" else None
+            wall, cpu = time.perf_counter(), time.process_time()
+            results = engine.generate_batch(path.requests, step_hook=hook)
+            wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+            solved = sum(sudoku.verify(p, sudoku.decode(r.raw_tokens)) for p, r in zip(puzzles, results))
+            steps = sum(sum(r.steps) for r in results) / len(results)
+            rows.append([f"engine, {str(dtype).removeprefix('torch.')}, {mode}", f"{solved} / {len(puzzles)}",
+                         f"{steps:.2f}", f"{cpu:.2f}", f"{wall:.2f}", f"{len(puzzles) / cpu:.1f}"])
     wall, cpu = time.perf_counter(), time.process_time()
     solved = sum(sudoku.verify(p, (sudoku.solve_exact(p, limit=1)[0] or [None])[0]) for p in puzzles)
     wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
-    rows.append(["exact solver (solve_exact)", f"{solved} / {len(puzzles)}", f"{cpu:.3f}", f"{wall:.3f}",
+    rows.append(["exact solver (solve_exact)", f"{solved} / {len(puzzles)}", "—", f"{cpu:.3f}", f"{wall:.3f}",
                  f"{len(puzzles) / cpu:.0f}"])
     return rows
 
@@ -289,8 +293,9 @@ def main(
                    "GEMM GFLOP/s", "utilisation"):
         util.add_column(column, justify="left" if column == "path" else "right")
     throughput = Table(title="Sudoku throughput: the 64 puzzles solved as `solve sudoku` does (fast draws, the "
-                       "checkpoint's schedule, early stop on), against the project's exact solver")
-    for column in ("solver", "threads", "solved", "CPU s", "wall s", "puzzles / CPU-second"):
+                       "checkpoint's schedule, early stop on; model mode, and verified mode, which stops a grid at a "
+                       "solution), against the project's exact solver")
+    for column in ("solver", "threads", "solved", "steps / puzzle", "CPU s", "wall s", "puzzles / CPU-second"):
         throughput.add_column(column, justify="left" if column == "solver" else "right")
     served_table = Table(title="Requests as served: 16 JSON prompts (json-small), unconstrained, early stop on, two "
                          f"canvases at most; median of {repeats} runs")
