@@ -227,6 +227,8 @@ def generate(
     if fast and draws == "reference":
         raise DiffreasonError("--fast and --draws reference contradict each other")
     draws = draws or ("fast" if fast or schema is not None else "reference")
+    if schema is not None and max_new_tokens is not None:
+        raise DiffreasonError("--max-new-tokens does not apply with --schema: the schema's template sets the length")
     schema_dict = None
     if schema is not None:
         from diffreason.tasks.json_schema.load import load_schema_file
@@ -244,7 +246,12 @@ def generate(
         from diffreason.structured import generate as generate_structured
 
         lm = load_model(model, dtype=_torch_dtype(dtype))
-        value, result = generate_structured(lm, schema_dict, prompt, seed, _sampler_config(lm, steps, draws))
+        config = _sampler_config(lm, steps, draws)
+        if watch:
+            with CanvasWatcher(lm.tokenizer, config.max_denoising_steps) as watcher:
+                value, result = generate_structured(lm, schema_dict, prompt, seed, config, callback=watcher)
+        else:
+            value, result = generate_structured(lm, schema_dict, prompt, seed, config)
         if as_json:
             print(json.dumps({"object": value, "steps": result.steps, "text": result.text, "seconds": result.seconds,
                               "fixed": list(result.fixed)}))

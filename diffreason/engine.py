@@ -51,12 +51,12 @@ class StepTrace:
 @dataclass
 class GenerationResult:
     prompt_ids: list[int]
-    tokens: list[int]  # generated tokens up to, not including, the first EOS
-    raw_tokens: list[int]  # the committed canvases as transformers returns them (pad after EOS)
+    tokens: list[int]  # generated tokens up to, not including, the first EOS; at most the request's max_new_tokens
+    raw_tokens: list[int]  # the committed canvases whole, as transformers returns them (pad after EOS)
     text: str
     steps: list[int]  # denoising steps used, per canvas
     stopped_early: list[bool]  # per canvas: converged before the step budget
-    finished: bool  # an EOS was generated
+    finished: bool  # an EOS was generated within max_new_tokens
     seconds: float
     trace: list[StepTrace] | None = None
     # choices the constraint's template made for the model (a JSON Schema's value too complex for one slot: a member
@@ -216,7 +216,8 @@ class Engine:
 
     # -- internals --------------------------------------------------------------------------------------------------
 
-    def _prepare(self, r: GenerationRequest) -> tuple[list[int], CanvasTemplate | None, int, int]:
+    def _prepare(self, r: GenerationRequest) -> tuple[list[int], CanvasTemplate | None, int, int, int]:
+        """(prompt ids, template, seed, canvases, max_new_tokens) of a request, checked."""
         tok = self.lm.tokenizer
         if isinstance(r.prompt, str):
             ids = [tok.bos_token_id] + tok.encode(r.prompt, add_special_tokens=False)
@@ -244,7 +245,7 @@ class Engine:
         max_new = r.max_new_tokens if r.max_new_tokens is not None else default
         if max_new < 1:
             raise ConfigError(f"max_new_tokens must be at least 1, got {max_new}")
-        return ids, template, int(r.seed), -(-max_new // canvas)
+        return ids, template, int(r.seed), -(-max_new // canvas), max_new
 
     @torch.inference_mode()
     def _run(self, batch, request_ids, trace, callback, step_hook, on_canvas=None) -> list[GenerationResult]:
@@ -292,7 +293,7 @@ class Engine:
         else:
             enc_pos = torch.arange(P, dtype=torch.int32, device=device)[None]
         generators = []
-        for _, _, seed, _ in batch:
+        for _, _, seed, *_ in batch:
             g = torch.Generator(device=device)
             g.manual_seed(seed)
             generators.append(g)
@@ -451,14 +452,15 @@ class Engine:
         return True
 
     def _results(self, run: _Batch, seconds: float, trace: bool) -> list[GenerationResult]:
-        """4. One result per request of the batch, in batch order: its committed tokens up to the first EOS, decoded,
-        beside the raw canvases (pad after EOS) and the steps each canvas took."""
+        """4. One result per request of the batch, in batch order: its committed tokens up to the first EOS and at most
+        its max_new_tokens (canvases come whole), decoded, beside the raw canvases (pad after EOS, as transformers
+        returns them) and the steps each canvas took."""
         eos = self.lm.tokenizer.eos_token_id
         results = []
-        for i, (ids, *_rest) in enumerate(run.requests):
+        for i, (ids, *_rest, max_new) in enumerate(run.requests):
             raw = run.out_tokens[i]
-            cut = raw.index(eos) if eos is not None and eos in raw else len(raw)
-            tokens = raw[:cut]
+            end = raw.index(eos) if eos is not None and eos in raw else len(raw)
+            tokens = raw[: min(end, max_new)]
             results.append(
                 GenerationResult(
                     prompt_ids=list(ids),
@@ -467,7 +469,7 @@ class Engine:
                     text=self.lm.tokenizer.decode(tokens, skip_special_tokens=True),
                     steps=run.steps[i],
                     stopped_early=run.early[i],
-                    finished=run.finished[i],
+                    finished=run.finished[i] and end < max_new,
                     seconds=seconds,
                     trace=run.traces[i] if trace else None,
                 )

@@ -80,12 +80,16 @@ def generate(
     prompt: str = "",
     seed: int = 0,
     sampler: SamplerConfig | None = None,
+    callback=None,
 ) -> tuple[Any, GenerationResult]:
+    """(value, result): a JSON value of `schema_or_model` (a schema, or a pydantic model class: then an instance),
+    generated on its template and checked against it (`check_output`); `callback(request, trace)` after every
+    denoising step, as `Engine.generate` calls it."""
     from diffreason.tasks.json_schema.load import load_schema
 
     lm = model if isinstance(model, DiffusionLM) else load_model(model)
     template, compiled = constraint_template(lm.tokenizer, lm.canvas_length, json_schema=load_schema(schema_or_model))
-    result = Engine(lm, sampler).generate(prompt, template=template, seed=seed)
+    result = Engine(lm, sampler).generate(prompt, template=template, seed=seed, callback=callback)
     result.fixed = compiled.fixed
     value = check_output(compiled.schema, result.text)
     if isinstance(schema_or_model, type) and hasattr(schema_or_model, "model_validate"):

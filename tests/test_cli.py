@@ -25,6 +25,17 @@ def test_generate_json(tiny_checkpoint):
     assert again["tokens"] == out["tokens"]
 
 
+def test_generate_stops_at_max_new_tokens(tiny_checkpoint):
+    """Canvases come whole (raw_tokens, as transformers returns them); the output stops at --max-new-tokens."""
+    p = run("generate", "--model", str(tiny_checkpoint), "--seed", "3", "--steps", "3", "--max-new-tokens", "5",
+            "--json", "Hello")
+    assert p.returncode == 0, p.stderr
+    out = json.loads(p.stdout)
+    assert len(out["tokens"]) <= 5 and out["tokens"] == out["raw_tokens"][: len(out["tokens"])]
+    assert len(out["raw_tokens"]) > 5
+    assert out["finished"] == (len(out["tokens"]) < 5)  # (an EOS within the five tokens)
+
+
 def test_generate_watch(tiny_checkpoint):
     p = run("generate", "--model", str(tiny_checkpoint), "--steps", "3", "--watch", "Hi")
     assert p.returncode == 0, p.stderr

@@ -170,6 +170,8 @@ CASES = [
      "writes", False),
     (GEN + ["--schema", "{D}/min_properties.schema.json", "x"], None, "minProperties 1000000000 is more than", False),
     (GEN + ["--schema", "{D}/ref_false.schema.json", "x"], None, "the schema false accepts no value", False),
+    (GEN + ["--schema", "{D}/ref_false.schema.json", "--max-new-tokens", "8", "x"], None,
+     "--max-new-tokens does not apply with --schema: the schema's template sets the length", True),
     # train
     (TRAIN + ["--run-dir", "{D}/afile"], None, "--run-dir '{D}/afile' is a file, not a directory", True),
     (TRAIN + ["--run-dir", "{D}/afile/run"], None, "--run-dir '{D}/afile/run' cannot be written: Not a directory",

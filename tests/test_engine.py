@@ -101,3 +101,16 @@ def test_engine_errors(tiny_lm):
         engine.generate([2, 10**6])
     with pytest.raises(ConfigError, match="at least 1"):
         engine.generate("x", max_new_tokens=0)
+
+
+def test_output_stops_at_max_new_tokens_while_canvases_come_whole(tiny_lm):
+    """transformers commits whole canvases (raw_tokens keep them, for parity); the output is cut at max_new_tokens,
+    and `finished` means an EOS within it."""
+    C, eos = tiny_lm.canvas_length, tiny_lm.tokenizer.eos_token_id
+    whole = Engine(tiny_lm).generate("cut", seed=4, max_new_tokens=C)
+    for n in (1, 3, C - 1):
+        cut = Engine(tiny_lm).generate("cut", seed=4, max_new_tokens=n)
+        assert cut.raw_tokens == whole.raw_tokens and len(cut.raw_tokens) == C
+        assert cut.tokens == whole.tokens[:n]
+        assert cut.finished == (eos in whole.raw_tokens[:n])
+        assert cut.text == tiny_lm.tokenizer.decode(cut.tokens, skip_special_tokens=True)

@@ -131,8 +131,13 @@ def test_generated_schemas_always_validate(schema, seed):
          "recursive reference #/$defs/n is required at every depth"),
         ({"type": "object", "required": ["a"], "properties": {"a": {"type": "integer", "multipleOf": 7, "minimum": 1,
                                                                     "maximum": 6}}},
-         "unsupported keyword 'multipleOf' (7: none of the multiples tried, k·7 for |k| <= 9900, validates) at "
-         "/properties/a/multipleOf"),
+         "unsupported keyword 'multipleOf' (7: none of the multiples tried, k·7 for |k| <= 9900 and the 99 nearest "
+         "each bound, of at most 40 characters, validates) at /properties/a/multipleOf"),
+        ({"type": "number", "minimum": 1e300},
+         "numeric bounds need numbers of 306 characters, more than a slot holds (96; numbers are written without "
+         "exponents) at #"),
+        ({"type": "string", "format": "date", "maxLength": 5},
+         "no string satisfies format 'date', maxLength 5 together at #"),
         ({"type": "object", "required": ["a"], "properties": {}, "additionalProperties": False},
          "required property 'a' is not declared and additionalProperties is false"),
         ({"type": "object", "required": ["a"], "properties": {"a": False}}, "the schema false accepts no value at /properties/a"),
@@ -192,6 +197,10 @@ def test_cli_generate_with_schema(tmp_path):
     validate(out["object"], schema)
     assert out["steps"] and all(1 <= s <= 3 for s in out["steps"])
     assert out["fixed"] == []  # every choice stayed the model's
+    p = run("--schema", str(tmp_path / "s.json"), "--steps", "3", "--watch", "give me one")  # the canvas, live
+    assert p.returncode == 0, p.stderr
+    validate(json.loads(p.stdout), schema)
+    assert "step 3/3" in p.stderr  # (the last frame: stderr is no terminal)
     # a choice the template makes for the model is reported: anyOf's branch that cannot be written is left out
     (tmp_path / "any.json").write_text(json.dumps({"anyOf": [{"type": "array", "unevaluatedItems": {"const": 1}},
                                                              {"type": "boolean"}]}))
@@ -1905,3 +1914,23 @@ def test_minus_zero_is_zero_in_a_one_of():
                    {"oneOf": [{"const": 0}, {"const": -0.0}], "type": "number"}):
         with pytest.raises(SchemaError):
             compile_schema(schema, TOK)
+
+
+@pytest.mark.parametrize("schema", [
+    # a time in milliseconds: a bound past 10^12 on one side, the other open (an empty range and a crash before)
+    {"type": "integer", "minimum": 1600000000000},
+    {"type": "number", "minimum": 1600000000000},
+    {"type": "number", "exclusiveMaximum": -5000000000000},
+    {"type": "object", "properties": {"ts": {"type": "integer", "exclusiveMinimum": 1000000000000}}, "required": ["ts"]},
+    # multiples past 9900 steps from 0: the multiples nearest the bound
+    {"type": "integer", "multipleOf": 1000, "minimum": 1600000000000},
+    {"type": "integer", "multipleOf": 3, "minimum": 1e15},
+    {"type": "integer", "multipleOf": 7, "maximum": -10**14},
+])
+def test_bounds_past_a_trillion_compile_to_values_beyond_them(schema):
+    compiled = compile_schema(schema, TOK)
+    values = [fill_and_parse(compiled, seed) for seed in range(20)]
+    for value in values:
+        assert validator(schema).is_valid(value), (schema, value)
+    numbers = [v["ts"] if isinstance(v, dict) else v for v in values]
+    assert len(set(numbers)) > 1 and all(abs(n) >= 10**12 for n in numbers)

@@ -56,7 +56,7 @@ class RewriteMixin:
             if seen.count(ref) >= self.max_depth:
                 raise DepthLimit(
                     f"recursive reference {self.ref_names.get(ref, ref)} is required at every depth (depth limit "
-                    f"{self.max_depth}) at {path}"
+                    f"{self.max_depth}) at {path or '#'}"
                 )
             seen = seen + (ref,)
             node = self.ref_target(ref, path)

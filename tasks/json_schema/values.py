@@ -121,12 +121,19 @@ def _natural_range(lo: int, hi: int) -> str:
     return "|".join(f"({p})" for p in parts)
 
 
+def open_cap(bound: int | None) -> int:
+    """How far an open side of an integer range reaches (a sound subset: integers beyond it are left out): 10^12, or
+    every integer with one digit more than the other side's `bound` (a bound beyond 10^12 — a time in milliseconds —
+    still leaves values above it)."""
+    return 10**12 if bound is None else max(10**12, 10 ** (len(str(abs(bound))) + 1) - 1)
+
+
 def integer_regex(lo: int | None, hi: int | None) -> str:
-    """Decimal integers in [lo, hi] (None: unbounded on that side)."""
+    """Decimal integers in [lo, hi] (None: unbounded on that side, up to `open_cap`)."""
     if lo is None and hi is None:
         return r"-?(0|[1-9][0-9]*)"
-    lo_ = lo if lo is not None else -(10**12)
-    hi_ = hi if hi is not None else 10**12
+    lo_ = lo if lo is not None else -open_cap(hi)
+    hi_ = hi if hi is not None else open_cap(lo)
     if lo_ > hi_:
         raise ValueError(f"empty integer range [{lo}, {hi}]")
     parts = []
@@ -135,6 +142,21 @@ def integer_regex(lo: int | None, hi: int | None) -> str:
     if hi_ >= 0:
         parts.append(_natural_range(max(0, lo_), hi_))
     return "|".join(f"({p})" for p in parts)
+
+
+def _multiples_past_bounds(schema: dict, step: decimal.Decimal) -> list[int]:
+    """k for the 99 multiples k·step nearest each finite bound, on its inner side (a minimum of 10^15 leaves no
+    multiple among the small ones)."""
+    ks = []
+    for key, inward in (("minimum", 1), ("exclusiveMinimum", 1), ("maximum", -1), ("exclusiveMaximum", -1)):
+        bound = schema.get(key)
+        if isinstance(bound, (int, float)) and not isinstance(bound, bool) and math.isfinite(bound):
+            rounding = decimal.ROUND_CEILING if inward > 0 else decimal.ROUND_FLOOR
+            with decimal.localcontext() as context:
+                context.prec = 400
+                edge = int((decimal.Decimal(repr(bound)) / step).to_integral_value(rounding=rounding))
+            ks += [edge + inward * j for j in range(99)]
+    return ks
 
 
 def _draft4_bounds(schema: dict) -> dict:
@@ -257,10 +279,15 @@ class ValuesMixin:
         lo = None if lo is None else math.ceil(lo)
         hi = None if hi is None else math.floor(hi)
         if "exclusiveMinimum" in schema:
-            lo = max(lo if lo is not None else -(10**12), math.floor(schema["exclusiveMinimum"]) + 1)
+            xlo = math.floor(schema["exclusiveMinimum"]) + 1
+            lo = xlo if lo is None else max(lo, xlo)
         if "exclusiveMaximum" in schema:
-            hi = min(hi if hi is not None else 10**12, math.ceil(schema["exclusiveMaximum"]) - 1)
-        width = self.budget.number if lo is None or hi is None else max(len(str(lo)), len(str(hi)))
+            xhi = math.ceil(schema["exclusiveMaximum"]) - 1
+            hi = xhi if hi is None else min(hi, xhi)
+        width = max(len(str(b)) for b in (lo, hi) if b is not None) if lo is not None or hi is not None else 0
+        if lo is None or hi is None:  # (an open side: up to the budget, or one digit past the other bound)
+            width = max(self.budget.number, width + 1)
+        self.check_number_width(width, path)
         try:
             regex = integer_regex(lo, hi)
         except ValueError as exc:
@@ -269,7 +296,7 @@ class ValuesMixin:
             parts = (regex, *(Complement(x) for x in schema[EXCLUDED]))
             regex = self.intersect(*parts)
             if self.constraints.matches_nothing(regex, ((regex, parts),)):
-                raise NoValue(f"no integer satisfies the schema and its 'not' at {path}")
+                raise NoValue(f"no integer satisfies the schema and its 'not' at {path or '#'}")
         return regex, width
 
     def number_value_regex(self, schema: dict, path: str, seen: tuple) -> tuple[str, int]:
@@ -277,7 +304,21 @@ class ValuesMixin:
         schema = _draft4_bounds(schema)
         if schema.keys() & {"multipleOf", NOT_MULTIPLES}:
             return self.multiples_regex(schema, "number", path)
-        return self.number_regex(schema, path), self.budget.number + 4
+        bounds = [schema.get(k) for k in ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum")]
+        if any(isinstance(b, float) and not math.isfinite(b) for b in bounds):
+            self.fail(path, "numeric bound out of range (not a finite number)")
+        # one digit past the widest bound (an open side reaches one digit further), a fraction (.dddd) and a sign
+        width = max(self.budget.number, max((len(str(abs(math.floor(b)))) + 1 for b in bounds if b is not None),
+                                            default=0)) + 4
+        self.check_number_width(width, path)
+        return self.number_regex(schema, path), width
+
+    def check_number_width(self, width: int, path: str) -> None:
+        """Refuse numbers whose bounds need more characters than a slot holds (a minimum of 1e300 is 301 digits
+        written out: the templates write no exponents)."""
+        if width > self.budget.max_slot:
+            self.fail(path, f"numeric bounds need numbers of {width} characters, more than a slot holds "
+                            f"({self.budget.max_slot}; numbers are written without exponents)")
 
     def multiples_regex(self, schema: dict, kind: str, path: str) -> tuple[str, int]:
         """multipleOf d: multiples of 1 are the integers within the bounds. Otherwise a choice among multiples k·d,
@@ -296,15 +337,18 @@ class ValuesMixin:
         steps = [d] if "multipleOf" in schema or kind == "integer" else [1, 0.1]
         valid = self.checker(schema)
         for step in map(decimal.Decimal, map(repr, steps)):
-            texts = (format((step * k).normalize(), "f") for k in [0, *ks, *(-k for k in ks)])
-            lits = [text for text in texts if valid(json.loads(text))]  # (which honours EXCLUDED too)
+            texts = (format((step * k).normalize(), "f")
+                     for k in dict.fromkeys([0, *ks, *(-k for k in ks), *_multiples_past_bounds(schema, step)]))
+            lits = [text for text in texts  # (the checker honours EXCLUDED too)
+                    if len(text) <= 40 and valid(json.loads(text))]
             if lits:
                 return Choice(lits), max(len(v) for v in lits)
         if "multipleOf" not in schema:
             self.fail(f"{path}/not", "unsupported keyword 'not' (of multipleOf: no number tried, k or k/10 for "
-                                     "|k| <= 9900, validates)")
+                                     "|k| <= 9900 or near a bound, validates)")
         self.fail(f"{path}/multipleOf", f"unsupported keyword 'multipleOf' ({d!r}: none of the multiples tried, "
-                                        f"k·{d!r} for |k| <= 9900, validates)")
+                                        f"k·{d!r} for |k| <= 9900 and the 99 nearest each bound, of at most 40 "
+                                        "characters, validates)")
 
     def number_regex(self, schema: dict, path: str) -> str:
         lo, hi = schema.get("minimum"), schema.get("maximum")
@@ -429,7 +473,8 @@ class ValuesMixin:
             # no value here: an anyOf / oneOf branch like this is never taken, a member is left out where it may be
             capped = " (maxLength capped at the slot budget)" if hi < schema.get("maxLength", hi) else ""
             together = f"{', '.join(keywords)} together" if keywords else "the schema"
-            raise NoValue(f"no string satisfies {together}{' and its not' if excluded else ''}{capped} at {path}")
+            negated = " and its not" if excluded else ""
+            raise NoValue(f"no string satisfies {together}{negated}{capped} at {path or '#'}")
         return regex, width
 
     def pattern_failure(self, exc: PatternError, where: str):
