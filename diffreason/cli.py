@@ -1229,6 +1229,8 @@ def eval_json_suite(
     if unknown:
         raise DiffreasonError(f"--drafts: unknown draft {unknown[0]!r} (known: {', '.join(DRAFTS)})")
     root = suite or DEFAULT_ROOT
+    if not root.exists():
+        raise DiffreasonError(f"--suite {str(root)!r} does not exist")
     if not all((root / d).is_dir() for d in wanted):
         raise DiffreasonError(f"--suite {str(root)!r} has no folder for each of {', '.join(wanted)}")
     _int_in("--fillings", fillings, 1, 1000)

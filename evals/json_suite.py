@@ -90,13 +90,38 @@ def load_suite(drafts: Iterable[str] | None = None, root: str | Path = DEFAULT_R
             rel = path.relative_to(folder).as_posix()
             if wanted is not None and rel not in wanted:
                 continue
-            for index, group in enumerate(json.loads(path.read_text(encoding="utf-8"))):
+            for index, group in enumerate(_read_case_file(path)):
                 schema = group["schema"]
                 if isinstance(schema, dict) and "$schema" not in schema:
                     schema = {"$schema": DRAFTS[draft], **schema}
                 case = CaseGroup(draft, rel, index, group["description"], schema, group["tests"])
                 case.skip = needs_other_documents(schema, draft)
                 groups.append(case)
+    return groups
+
+
+def _read_case_file(path: Path) -> list[dict]:
+    """A test file's case groups, checked: a JSON list of {"description", "schema", "tests": [{"description", "data",
+    "valid"}, ...]}. Anything else is one DiffreasonError naming the file and what is wrong."""
+    from diffreason.errors import DiffreasonError
+
+    try:
+        groups = json.loads(path.read_text(encoding="utf-8"))
+    except UnicodeDecodeError:
+        raise DiffreasonError(f"{path}: not UTF-8 text") from None
+    except ValueError as exc:
+        raise DiffreasonError(f"{path}: not valid JSON ({exc})") from None
+    if not isinstance(groups, list):
+        raise DiffreasonError(f"{path}: a test file holds a list of case groups, got {type(groups).__name__}")
+    for index, group in enumerate(groups):
+        where = f"{path}: case group {index}"
+        if not isinstance(group, dict) or not {"description", "schema", "tests"} <= group.keys():
+            raise DiffreasonError(f"{where} is not an object with description, schema and tests")
+        if not isinstance(group["tests"], list):
+            raise DiffreasonError(f"{where}: tests must be a list")
+        for k, test in enumerate(group["tests"]):
+            if not isinstance(test, dict) or "data" not in test or not isinstance(test.get("valid"), bool):
+                raise DiffreasonError(f"{where}: test {k} is not an object with data and a boolean valid")
     return groups
 
 

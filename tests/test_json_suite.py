@@ -9,6 +9,7 @@ import itertools
 import json
 import os
 import random
+import re
 
 import pytest
 import torch
@@ -250,3 +251,35 @@ def test_suite_full(draft):
     report = run_suite([draft], TOK, fillings=3)
     failures = _failures(report)
     assert not failures, f"{len(failures)} failures:\n" + "\n".join(failures)
+
+
+@pytest.mark.parametrize("content, message", [
+    (b"garbage", "not valid JSON"),
+    (b"\xff\xfe[", "not UTF-8 text"),
+    (b'{"not": "a list"}', "a test file holds a list of case groups, got dict"),
+    (b'[{"description": "d", "schema": {}}]', "case group 0 is not an object with description, schema and tests"),
+    (b'[{"description": "d", "schema": {}, "tests": "x"}]', "case group 0: tests must be a list"),
+    (b'[{"description": "d", "schema": {}, "tests": [{"data": 1, "valid": "yes"}]}]',
+     "case group 0: test 0 is not an object with data and a boolean valid"),
+])
+def test_a_malformed_test_file_is_one_clear_error(tmp_path, content, message):
+    from diffreason.errors import DiffreasonError
+
+    (tmp_path / "draft7").mkdir()
+    (tmp_path / "draft7" / "bad.json").write_bytes(content)
+    with pytest.raises(DiffreasonError, match=re.escape(f"{tmp_path / 'draft7' / 'bad.json'}: {message}")):
+        load_suite(["draft7"], tmp_path)
+
+
+def test_cli_names_a_malformed_test_file_and_a_missing_suite(tmp_path):
+    import subprocess
+    import sys
+
+    (tmp_path / "draft7").mkdir()
+    (tmp_path / "draft7" / "bad.json").write_text("garbage")
+    for suite, message in ((tmp_path, f"error: {tmp_path / 'draft7' / 'bad.json'}: not valid JSON"),
+                           (tmp_path / "nope", f"error: --suite '{tmp_path / 'nope'}' does not exist")):
+        p = subprocess.run([sys.executable, "-m", "diffreason.cli", "eval", "json-suite", "--suite", str(suite),
+                            "--drafts", "draft7", "--out", str(tmp_path / "out")], capture_output=True, text=True,
+                           timeout=300)
+        assert p.returncode == 2 and p.stderr.startswith(message) and len(p.stderr.splitlines()) == 1, p.stderr
