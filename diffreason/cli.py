@@ -769,7 +769,7 @@ def _stderr_line(line: str) -> None:
 
 @solve_app.command("sudoku")
 def solve_sudoku(
-    puzzle: str = typer.Argument(None, help="81 cells, '.' or '0' for blanks (or use --file / stdin)"),
+    puzzle: str = typer.Argument(None, help="81 cells, '.' or '0' for blanks (or use --file / stdin; '-' reads stdin)"),
     file: Path = typer.Option(
         None, "--file", "-f", help="puzzles: one per line (81 cells) or 9-line grids (blank lines between grids); "
         "'#' starts a comment"

@@ -105,13 +105,17 @@ def read_puzzles(data: bytes | str) -> list[PuzzleEntry]:
         data = data.encode("utf-8", "surrogatepass")
     raw_lines = data.removeprefix(b"\xef\xbb\xbf").splitlines()
     entries: list[PuzzleEntry] = []
-    grid: list[tuple[int, str]] = []  # the rows of an open grid: (line number, text)
+    grid: list[tuple[int, str, int]] = []  # the rows of an open grid: (line number, text, cells)
 
     def close_grid() -> None:
         if not grid:
             return
-        first, text = grid[0][0], "\n".join(row for _, row in grid)
-        if len(grid) < 9:
+        first, text = grid[0][0], "\n".join(row for _, row, _ in grid)
+        damaged = [(k, n, c) for k, (n, _, c) in enumerate(grid, 1) if c != 9]
+        if damaged:  # (one error for the grid, naming its first damaged row)
+            k, n, c = damaged[0]
+            entries.append(PuzzleEntry(first, text, error=f"grid row {k} (line {n}) has {c} cells, expected 9"))
+        elif len(grid) < 9:
             rows = f"{len(grid)} row{'s' if len(grid) > 1 else ''}"
             entries.append(PuzzleEntry(first, text, error=f"grid has {rows} of 9 cells, expected 9 rows"))
         else:
@@ -130,8 +134,8 @@ def read_puzzles(data: bytes | str) -> list[PuzzleEntry]:
         cells = len(_SEPARATORS.sub("", line))
         if not line:
             close_grid()
-        elif cells == 9:
-            grid.append((n, line))
+        elif cells == 9 or grid and 0 < cells < 18:  # a grid's row (one of a few cells too many or too few: damaged)
+            grid.append((n, line, cells))
             if len(grid) == 9:
                 close_grid()
         elif cells == 0:  # a separator row (of a grid, or a border around one)
@@ -159,13 +163,15 @@ def _entry(line: int, text: str) -> PuzzleEntry:
 def read_puzzle_input(puzzle: str | None, file: Path | None, option: str = "--file"
                       ) -> tuple[list[PuzzleEntry], str | None]:
     """(the puzzles given, where they come from: the file's name, 'stdin', or None for `puzzle`) — the command line's
-    PUZZLE argument, its --file, or else stdin (the messages name them so).
+    PUZZLE argument, its --file, or else stdin (the messages name them so); `-` for either reads stdin.
 
     A malformed `puzzle`, or a source with no puzzle at all, is a DiffreasonError; a file's bad puzzles are entries
     with an error (`read_puzzles`), so that its good ones are still answered.
     """
     if puzzle is not None and file is not None:
         raise DiffreasonError("give a PUZZLE or --file, not both")
+    if puzzle is not None and puzzle.strip() == "-" or file is not None and str(file) == "-":
+        puzzle = file = None  # (stdin, as the Unix convention names it)
     if puzzle is not None:
         return [PuzzleEntry(1, puzzle.strip(), cells=parse(puzzle))], None
     if file is not None:

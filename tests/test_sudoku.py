@@ -6,6 +6,7 @@ import math
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -601,6 +602,16 @@ def test_read_puzzles_keeps_every_puzzle_with_its_line_and_each_error():
     assert "invalid character(s) 'x'" in errors[3][1]
 
 
+def test_a_grid_with_a_damaged_row_is_one_error_and_its_neighbours_are_read():
+    a, b, c = (S.generate("easy", k).puzzle for k in range(3))
+    rows = S.to_grid(b).splitlines()  # (11 lines: the rows of cells and two separator rows)
+    rows[5] = rows[5][:-1]  # the 5th row of cells a cell short (the grid's 6th line: the file's 18th)
+    entries = S.read_puzzles("\n\n".join([S.to_grid(a), "\n".join(rows), S.to_grid(c)]))
+    assert [(e.cells is not None, e.error) for e in entries] == [
+        (True, None), (False, "grid row 5 (line 18) has 8 cells, expected 9"), (True, None)]
+    assert [entries[0].cells, entries[2].cells] == [a, c]
+
+
 def test_read_puzzles_takes_the_puzzle_out_of_a_line_with_notes_or_csv_fields():
     a, b = (S.generate("hard", k) for k in range(2))
     dotted = S.to_string(a.puzzle).replace("0", ".")
@@ -674,5 +685,9 @@ def test_puzzle_input_token_digits_and_solution_counts_are_library_functions(tmp
     monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(b"\n")))
     with pytest.raises(S.DiffreasonError, match="no puzzle found in stdin: it is empty"):
         S.read_puzzle_input(None, None)
+    for dash in (("-", None), (None, Path("-"))):  # `-` names stdin, as PUZZLE or as --file
+        monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(S.to_string(puzzle.puzzle).encode())))
+        entries, source = S.read_puzzle_input(*dash)
+        assert source == "stdin" and entries[0].cells == list(puzzle.puzzle)
     assert [S.token_digit(S.free_token(5, d)) for d in range(1, 10)] == list(range(1, 10))
     assert [S.token_digit(S.given_token(80, d)) for d in range(1, 10)] == list(range(1, 10))
