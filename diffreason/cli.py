@@ -106,6 +106,9 @@ def _torch_dtype(dtype: str | None):
 def _check_temperatures(t_max: float | None, t_min: float | None) -> None:
     _float_in("--t-max", t_max, 0.0, MAX_TEMPERATURE)
     _float_in("--t-min", t_min, 0.0, MAX_TEMPERATURE, low_open=False)
+    if t_max is not None and t_min is not None and not t_max > t_min:
+        raise DiffreasonError(f"--t-max ({t_max:g}) must be greater than --t-min ({t_min:g}): the temperature falls "
+                              "from one to the other")
 
 
 def _check_model_dir(model: Path | None) -> None:
@@ -714,8 +717,13 @@ def _sudoku_model(model: Path | None, t_max: float | None = None, t_min: float |
     lm = load_model(model, dtype=_torch_dtype(dtype))
     update = {k: v for k, v in (("t_max", t_max), ("t_min", t_min)) if v is not None}
     if update:
+        config = {**lm.sampler_config.model_dump(), **update}
+        if not config["t_max"] > config["t_min"]:  # (one of them the checkpoint's)
+            given = " and ".join(f"--{k.replace('_', '-')} {v:g}" for k, v in update.items())
+            raise DiffreasonError(f"{given} leaves t_max ({config['t_max']:g}) not above t_min ({config['t_min']:g}) "
+                                  "in the checkpoint's schedule: the temperature falls from t_max to t_min")
         try:
-            lm.sampler_config = SamplerConfig(**{**lm.sampler_config.model_dump(), **update})
+            lm.sampler_config = SamplerConfig(**config)
         except ValueError as exc:
             raise DiffreasonError(describe_validation_error(exc)) from None
     _with_draws(lm, draws)

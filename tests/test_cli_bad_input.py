@@ -138,6 +138,8 @@ CASES = [
     (SOLVE + ["--batch-size", "100000", "{P}"], None, "--batch-size must be at most 4096", True),
     (SOLVE + ["--t-max", "inf", "{P}"], None, "--t-max must be a finite number, got inf", True),
     (SOLVE + ["--t-min", "nan", "{P}"], None, "--t-min must be a finite number, got nan", True),
+    (SOLVE + ["--t-min", "5", "--t-max", "1", "{P}"], None, "--t-max (1) must be greater than --t-min (5)", True),
+    (SOLVE + ["--t-min", "50", "{P}"], None, "--t-min 50 leaves t_max (", False),
     (SOLVE + ["--t-max", "0", "{P}"], None, "--t-max must lie in (0, 100], got 0", True),
     (SOLVE + ["--mode", "guess", "{P}"], None, "--mode must be one of model, verified, got 'guess'", True),
     (SOLVE + ["--threads", "-1", "{P}"], None, "--threads must be at least 0, got -1", True),

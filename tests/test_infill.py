@@ -62,7 +62,8 @@ def test_markers_whole_line_and_inline():
     ("a\nx = <|hole<|hole|>|>\n", "line 2 column 5: a hole marker nested in another"),
     ("x = <|hole|><|/hole|>\n", "a closing marker"),
     ("x = <|hole:0|>\n", "bounds the hole to no token"),
-    ("x = <|hole:x|>\n", "unbalanced hole marker"),
+    ("x = <|hole:x|>\n", "<|hole:x|>: N must be a whole number of tokens, at least 1"),
+    ("x = <|hole:-3|>\n", "<|hole:-3|>: N must be a whole number of tokens, at least 1"),
 ])
 def test_bad_markers(text, message):
     with pytest.raises(InfillInputError, match=re.escape(message)):

@@ -31,6 +31,7 @@ from diffreason.tasks.infill.layout import HOLE
 
 MARKER_START = HOLE[:-2]  # "<|hole": what every marker begins with
 _MARKER = re.compile(r"<\|hole(?::(\d+))?\|>")
+_SIZED_MARKER = re.compile(r"<\|hole:[^|<>\n]{1,12}\|>")  # a marker with some N, right or wrong
 
 
 class InfillInputError(DiffreasonError):
@@ -109,6 +110,10 @@ def parse_code(text: str, max_marker_tokens: int | None = None) -> InfillCode:
             if end >= 0 and 0 <= inner < end:
                 raise InfillInputError(f"line {line} column {col}: a hole marker nested in another; write each hole "
                                        f"as one {HOLE}")
+            sized = _SIZED_MARKER.match(text, pos)
+            if sized is not None:  # (closed, but its N is no count: -3, 2.5, ten)
+                raise InfillInputError(f"line {line} column {col}: {sized.group(0)}: N must be a whole number of "
+                                       "tokens, at least 1")
             shown = text[pos: pos + 16].split("\n")[0]
             raise InfillInputError(f"line {line} column {col}: unbalanced hole marker {shown!r}: write {HOLE} "
                                    "(or <|hole:N|> for at most N tokens)")
