@@ -413,7 +413,8 @@ def load_model(
     try:
         tokenizer = PreTrainedTokenizerFast.from_pretrained(path, local_files_only=True)
     except Exception as exc:
-        raise ModelLoadError(f"could not load the tokenizer in {str(path)!r}: {_first_line(exc)}") from None
+        why = "it has no tokenizer.json" if not (path / "tokenizer.json").is_file() else _first_line(exc).rstrip(":")
+        raise ModelLoadError(f"could not load the tokenizer in {str(path)!r}: {why}") from None
     if device is not None:
         model.to(device)
     model.eval()

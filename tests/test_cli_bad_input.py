@@ -75,6 +75,7 @@ def paths(tmp_path_factory, tiny_checkpoint, sudoku_checkpoint) -> dict[str, str
     checkpoint("zero_canvas", zero_canvas)
     checkpoint("torn_generation_config", lambda p: (p / "generation_config.json").write_text('{"t_max": '))
     checkpoint("hot_generation_config", lambda p: (p / "generation_config.json").write_text('{"t_max": "hot"}'))
+    checkpoint("no_tokenizer", lambda p: (p / "tokenizer.json").unlink())
     (d / "json_run").mkdir()
     shutil.copytree(tiny_checkpoint, d / "json_run" / "model")
     (d / "sudoku_run").mkdir()
@@ -157,6 +158,7 @@ CASES = [
      "torn_generation_config/generation_config.json is not valid JSON", True),
     (["generate", "--model", "{D}/hot_generation_config", "x"], None,
      "hot_generation_config/generation_config.json: t_max: Input should be a valid number", False),
+    (["generate", "--model", "{D}/no_tokenizer", "x"], None, "no_tokenizer': it has no tokenizer.json", False),
     # generate --schema: files that are no JSON Schema, or ask for more than a template holds
     (GEN + ["--schema", "{D}/binary.schema.json", "x"], None, "binary.schema.json' is not UTF-8 text", True),
     (GEN + ["--schema", "{D}/utf16.schema.json", "x"], None, "is not UTF-8 text (it looks like UTF-16)", True),

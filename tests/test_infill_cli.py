@@ -103,6 +103,7 @@ def test_bad_input_is_one_line_and_exit_2_before_torch(args, message, files, cod
 @pytest.mark.parametrize("args, message", [
     (["--tasks", "{d}/bad.jsonl"], "bad.jsonl:1: not JSON"),
     (["--tasks", "{d}/none.jsonl"], "none.jsonl: no such file"),
+    (["--tasks", "{d}"], ": a directory, not a task file (.jsonl or .jsonl.gz)"),
     (["--mode", "x"], "--mode must be model, verified or both"),
     (["--samples", "0"], "--samples must be at least 1"),
     (["--max-hole-tokens", "999"], "longer than the model's canvas (128)"),

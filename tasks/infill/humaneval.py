@@ -62,6 +62,8 @@ def default_task_files() -> dict[str, Path]:
 def load_tasks(path: str | Path) -> list[InfillTask]:
     """Tasks of a HumanEval-infilling file (.jsonl or .jsonl.gz: gzip is recognised by its magic bytes)."""
     path = Path(path)
+    if path.is_dir():
+        raise TaskFileError(f"{path}: a directory, not a task file (.jsonl or .jsonl.gz)")
     if not path.is_file():
         raise TaskFileError(f"{path}: no such file")
     try:
