@@ -96,7 +96,9 @@ def parse_request(body: Any, tokenizer, canvas_length: int) -> tuple[list[Job], 
     if not isinstance(seed, int) or isinstance(seed, bool) or not 0 <= seed < 2**63:
         raise RequestError(f"sampling_seed must be an integer in [0, 2**63), got {seed!r}")
     custom = params.get("custom_params") or {}
-    raw_template = custom.get(TEMPLATE_PARAM) if isinstance(custom, dict) else None
+    if not isinstance(custom, dict):
+        raise RequestError(f"custom_params must be an object, got {type(custom).__name__}")
+    raw_template = custom.get(TEMPLATE_PARAM)
     given = [n for n, v in (("json_schema", params.get("json_schema")), ("regex", params.get("regex")),
                             (TEMPLATE_PARAM, raw_template)) if v is not None]
     if len(given) > 1:

@@ -118,13 +118,20 @@ def check_output(schema: Any, text: str, seconds: float = VALIDATION_SECONDS) ->
     return value
 
 
-def template_from_positions(text: str, vocab_size: int) -> CanvasTemplate:
+def template_from_positions(text: str | list, vocab_size: int) -> CanvasTemplate:
     """A template sent by a client (the SGLang plugin's and `diffreason serve`'s `custom_params`): a JSON list with, per
-    position, a token id, null (any) or a list of ids. DiffreasonError with a client-facing message."""
-    try:
-        positions = json.loads(text)
-    except (TypeError, json.JSONDecodeError) as exc:
-        raise DiffreasonError(f"{TEMPLATE_PARAM} must be a JSON list: {exc}") from None
+    position, a token id, null (any) or a list of ids — as JSON text, or the list itself where the request is JSON.
+    DiffreasonError with a client-facing message."""
+    if isinstance(text, list):
+        positions = text
+    elif isinstance(text, str):
+        try:
+            positions = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise DiffreasonError(f"{TEMPLATE_PARAM} must be a JSON list: {exc}") from None
+    else:
+        raise DiffreasonError(f"{TEMPLATE_PARAM} must be a list of positions or its JSON text, got "
+                              f"{type(text).__name__}")
     if not isinstance(positions, list) or not positions:
         raise DiffreasonError(f"{TEMPLATE_PARAM} must be a non-empty JSON list of positions")
     for i, p in enumerate(positions):

@@ -71,7 +71,7 @@ def test_requests_sent_together_are_batched_and_answered_as_alone(server):
     assert outs[3]["text"][:7].isascii() and outs[3]["output_ids"] == local("code", regex="[A-Z]{3}-[0-9]{3}").tokens
     free = local("free", seed=7, max_new_tokens=40)
     assert outs[4]["output_ids"] == free.tokens[:40]  # a whole canvas was denoised; the answer ends at max_new_tokens
-    assert outs[4]["meta_info"]["finish_reason"]["type"] == ("stop" if len(free.tokens) <= 40 else "length")
+    assert outs[4]["meta_info"]["finish_reason"]["type"] == ("stop" if free.finished else "length")
     with urllib.request.urlopen(server + "/get_model_info", timeout=10) as r:
         info = json.loads(r.read())
     assert max(info["batches"]) > 1  # (some of them ran together)
@@ -94,7 +94,7 @@ def test_an_unconstrained_answer_ends_at_max_new_tokens(server):
     status, text = post(server + "/generate", {"text": "free", "sampling_params": {"max_new_tokens": 3}})
     out = json.loads(text)
     expect = local("free", max_new_tokens=3)
-    assert len(expect.tokens) > 3  # (the canvas ran past max_new_tokens: what is tested is the cut)
+    assert len(expect.raw_tokens) > 3 and not expect.finished  # (no EOS in the first 3: what is tested is the cut)
     assert status == 200 and out["output_ids"] == expect.tokens[:3], text
     assert out["meta_info"]["finish_reason"] == {"type": "length", "length": 3}
 
@@ -113,6 +113,11 @@ def test_an_unconstrained_answer_ends_at_max_new_tokens(server):
     ({"text": "x", "sampling_params": {"json_schema": json.dumps({"type": "string", "minLength": 10**9})}}, None,
      "minLength 1000000000"),
     ({"text": "x", "sampling_params": {"regex": "a{40}", "max_new_tokens": 8}}, None, "fits in exactly 7 tokens"),
+    ({"text": "x", "sampling_params": {"custom_params": "abc"}}, None, "custom_params must be an object, got str"),
+    ({"text": "x", "sampling_params": {"custom_params": {"diffreason_template": 5}}}, None,
+     "diffreason_template must be a list of positions or its JSON text, got int"),
+    ({"text": "x", "sampling_params": {"custom_params": {"diffreason_template": [99999999]}}}, None,
+     "diffreason_template position 0: token 99999999 is outside"),
 ])
 def test_a_bad_request_is_a_400_with_the_reason_and_the_server_lives_on(server, body, raw, message):
     status, text = post(server + "/generate", body, raw=raw)
