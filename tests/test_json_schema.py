@@ -1921,7 +1921,8 @@ def test_minus_zero_is_zero_in_a_one_of():
     {"type": "integer", "minimum": 1600000000000},
     {"type": "number", "minimum": 1600000000000},
     {"type": "number", "exclusiveMaximum": -5000000000000},
-    {"type": "object", "properties": {"ts": {"type": "integer", "exclusiveMinimum": 1000000000000}}, "required": ["ts"]},
+    {"type": "object", "properties": {"ts": {"type": "integer", "exclusiveMinimum": 1000000000000}},
+     "required": ["ts"]},
     # multiples past 9900 steps from 0: the multiples nearest the bound
     {"type": "integer", "multipleOf": 1000, "minimum": 1600000000000},
     {"type": "integer", "multipleOf": 3, "minimum": 1e15},
