@@ -267,7 +267,8 @@ def test_cli_solve_plain_and_watch(sudoku_checkpoint):
         (["--mode", "guess", "PUZZLE"], "--mode must be one of model, verified"),
         (["--file", "/nonexistent.txt"], "does not exist"),
         (["--steps", "0", "PUZZLE"], "--steps must be at least 1"),
-        (["--t-max", "0.3", "PUZZLE"], "t_max (0.3) must be greater than t_min (0.4)"),
+        (["--t-max", "0.3", "PUZZLE"],
+         "--t-max 0.3 leaves t_max (0.3) not above t_min (0.4) in the checkpoint's schedule"),
         (["--t-min", "-1", "PUZZLE"], "--t-min must lie in [0, 100], got -1"),
     ],
 )
