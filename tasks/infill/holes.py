@@ -30,8 +30,7 @@ from diffreason.errors import DiffreasonError
 from diffreason.tasks.infill.layout import HOLE
 
 MARKER_START = HOLE[:-2]  # "<|hole": what every marker begins with
-_MARKER = re.compile(r"<\|hole(?::(\d+))?\|>")
-_SIZED_MARKER = re.compile(r"<\|hole:[^|<>\n]{1,12}\|>")  # a marker with some N, right or wrong
+_MARKER = re.compile(r"<\|hole(?::([^|<>\n]{1,12}))?\|>")  # (N as written, checked to be a count by parse_code)
 
 
 class InfillInputError(DiffreasonError):
@@ -110,15 +109,14 @@ def parse_code(text: str, max_marker_tokens: int | None = None) -> InfillCode:
             if end >= 0 and 0 <= inner < end:
                 raise InfillInputError(f"line {line} column {col}: a hole marker nested in another; write each hole "
                                        f"as one {HOLE}")
-            sized = _SIZED_MARKER.match(text, pos)
-            if sized is not None:  # (closed, but its N is no count: -3, 2.5, ten)
-                raise InfillInputError(f"line {line} column {col}: {sized.group(0)}: N must be a whole number of "
-                                       "tokens, at least 1")
             shown = text[pos: pos + 16].split("\n")[0]
             raise InfillInputError(f"line {line} column {col}: unbalanced hole marker {shown!r}: write {HOLE} "
                                    "(or <|hole:N|> for at most N tokens)")
         bound = None
         if m.group(1) is not None:
+            if not m.group(1).isdecimal():  # (-3, 2.5, ten)
+                raise InfillInputError(f"line {line} column {col}: {m.group(0)}: N must be a whole number of "
+                                       "tokens, at least 1")
             bound = int(m.group(1))
             if bound < 1:
                 raise InfillInputError(f"line {line} column {col}: {m.group(0)} bounds the hole to no token; give N "

@@ -149,8 +149,8 @@ def _multiples_past_bounds(schema: dict, step: decimal.Decimal) -> list[int]:
     multiple among the small ones)."""
     ks = []
     for key, inward in (("minimum", 1), ("exclusiveMinimum", 1), ("maximum", -1), ("exclusiveMaximum", -1)):
-        bound = schema.get(key)
-        if isinstance(bound, (int, float)) and not isinstance(bound, bool) and math.isfinite(bound):
+        bound = schema.get(key)  # (a finite number: the loader refuses inf and nan, the metaschema other types)
+        if bound is not None:
             rounding = decimal.ROUND_CEILING if inward > 0 else decimal.ROUND_FLOOR
             with decimal.localcontext() as context:
                 context.prec = 400
@@ -305,8 +305,6 @@ class ValuesMixin:
         if schema.keys() & {"multipleOf", NOT_MULTIPLES}:
             return self.multiples_regex(schema, "number", path)
         bounds = [schema.get(k) for k in ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum")]
-        if any(isinstance(b, float) and not math.isfinite(b) for b in bounds):
-            self.fail(path, "numeric bound out of range (not a finite number)")
         # one digit past the widest bound (an open side reaches one digit further), a fraction (.dddd) and a sign
         width = max(self.budget.number, max((len(str(abs(math.floor(b)))) + 1 for b in bounds if b is not None),
                                             default=0)) + 4
