@@ -8,7 +8,9 @@ self-conditioning logits one finite value (its token's; the rest -inf), so its s
 head only where a position is free (a code hole's canvas: 16-64 of 128 positions; a Sudoku grid's blanks), and runs
 the model's own decoder — its layers, norms and attention untouched — in between: the decoder is called without
 self-conditioning logits and the signal is handed to its self-conditioning block by a forward pre-hook, registered
-for the call only.
+for the call only. The hook reads the signal of the thread that runs the forward (a thread-local), so calls that
+share a model from several threads (an SGLang program batch) each get their own signal, and a forward without one
+(the model's own, in another thread) is left alone.
 
 Shapes: b canvas rows, C positions, V vocabulary, d hidden size; flat positions are row · C + c.
 
@@ -22,9 +24,12 @@ per row, the head and its soft-capping): on CPU they come out equal to the whole
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
 
 import torch
+
+_THREAD = threading.local()  # .signal: the self-conditioning signal of this thread's forward in progress (or None)
 
 
 @dataclass(frozen=True)
@@ -95,13 +100,21 @@ def forward(model, where: Positions, *, decoder_input_ids: torch.Tensor, past_ke
     decoder = model.model.decoder
     handle = None
     if self_conditioning_logits is not None:
-        signal = soft_embeddings(decoder, self_conditioning_logits, where)
+        _THREAD.signal = soft_embeddings(decoder, self_conditioning_logits, where)
         # (without logits the decoder passes a zero signal to its self-conditioning block; this hands it the signal)
-        handle = decoder.self_conditioning.register_forward_pre_hook(lambda module, args: (args[0], signal))
+        handle = decoder.self_conditioning.register_forward_pre_hook(_hand_signal)
     try:
         hidden = model.model(decoder_input_ids=decoder_input_ids, past_key_values=past_key_values,
                              **decoder_kwargs).last_hidden_state
     finally:
         if handle is not None:
             handle.remove()
+            _THREAD.signal = None
     return head_logits(model, hidden, where, out)
+
+
+def _hand_signal(module, args):
+    """The pre-hook: the running thread's signal in place of the zero one (every thread's hooks run in every
+    forward while they are registered, so each looks up its caller's); None leaves the arguments as they are."""
+    signal = getattr(_THREAD, "signal", None)
+    return None if signal is None else (args[0], signal)

@@ -139,3 +139,50 @@ def test_on_cuda_free_positions_match_the_whole_forward():
                                     past_key_values=cache, self_conditioning_logits=sc)
     free = fixed < 0
     torch.testing.assert_close(part[free], whole[free], atol=0.1, rtol=0.05)
+
+
+def test_threads_sharing_the_model_each_get_their_own_signal(tiny_lm):
+    """Two threads run the free-positions forward on one model at once (as an SGLang program batch does), both
+    inside the decoder with both hooks registered (a barrier in the embedding's forward holds them there): each gets
+    the logits its own signal gives alone, and a third thread's plain forward in the same window gets the model's."""
+    import threading
+
+    model = tiny_lm.model
+    cache, canvas, fixed, sc = _inputs(tiny_lm, 2, 0.5, seed=5)
+    where = free_forward.Positions.of(fixed)
+    signals = [sc, sc * 0.25]
+    with torch.inference_mode():
+        alone = [free_forward.forward(model, where, decoder_input_ids=canvas, past_key_values=cache,
+                                      self_conditioning_logits=s) for s in signals]
+        plain_alone = model(decoder_input_ids=canvas, past_key_values=cache).logits
+    assert not torch.equal(alone[0], alone[1])
+    barrier = threading.Barrier(3, timeout=30)
+
+    def wait(*args):  # (a forward hook's return value would replace the output)
+        barrier.wait()
+
+    hold = model.model.decoder.embed_tokens.register_forward_hook(wait)
+    got, errors = {}, []
+
+    def run(i):
+        try:
+            with torch.inference_mode():
+                if i < 2:
+                    got[i] = free_forward.forward(model, where, decoder_input_ids=canvas, past_key_values=cache,
+                                                  self_conditioning_logits=signals[i])
+                else:
+                    got[i] = model(decoder_input_ids=canvas, past_key_values=cache).logits
+        except Exception as error:  # (reported below, not lost in the thread)
+            errors.append(error)
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(3)]
+    try:
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(60)
+    finally:
+        hold.remove()
+    assert not errors, errors
+    assert torch.equal(got[0], alone[0]) and torch.equal(got[1], alone[1])
+    assert torch.equal(got[2], plain_alone)
