@@ -1908,6 +1908,24 @@ def test_fuzzed_schemas_whose_fillings_were_invalid(schema):
     assert invalid_fillings(schema, 40) == []
 
 
+def test_a_oneof_exclusion_reads_a_members_patterns_too():
+    """(json-fuzz --examples 30000 --seed 120626, shrunk) A branch's member is written from its declared schema and
+    from the patternProperties its name matches: `{"required": []}` beside a pattern's integer writes integers, which
+    the other branch's integer member accepts too. The exclusion read the declared schema alone (objects), called the
+    branches disjoint and wrote `{"c": 5}`, valid under both. The shrunk schema has no valid instance (refused); with
+    a member that tells the branches apart, every filling is valid."""
+    with pytest.raises(SchemaError):
+        compile_schema({"oneOf": [{"patternProperties": {"^[a-c]$": {"type": ["integer"]}},
+                                   "properties": {"c": {"required": []}}},
+                                  {"patternProperties": {"^[a-c]$": {"type": ["integer"]}},
+                                   "properties": {"c": {"type": ["integer"]}}}]}, TOK)
+    schema = {"oneOf": [
+        {"required": ["c"], "properties": {"c": {"required": []}, "e": {"type": "integer"}},
+         "patternProperties": {"^c$": {"type": "integer"}}},
+        {"required": ["c"], "properties": {"c": {"type": "integer"}, "e": {"type": "string"}}}]}
+    assert invalid_fillings(schema, 40) == []
+
+
 def test_minus_zero_is_zero_in_a_one_of():
     """0 and -0.0 are one value to a validator: a oneOf of the two (nested or not) accepts nothing."""
     for schema in ({"oneOf": [{"const": 0}, {"oneOf": [{"const": -0.0}]}], "type": "number"},

@@ -544,12 +544,18 @@ class NegationMixin:
             if any(a_props.get(k) is False or self.never_writes(a, k) for k in b_required):
                 return True
             # a always writes a member b forbids, or whose value b's refuses (a's branches only narrow it further)
+            a_patterns = a.get("patternProperties", {}) if isinstance(a.get("patternProperties"), dict) else {}
             for key in a_required:
                 if key not in b_props:
                     if b.get("additionalProperties") is False and not b.get("patternProperties"):
                         return True
                     continue
-                sub_a = self.resolve(a_props[key], "", seen)[0]
+                # (the member's value is written from its declared schema and those of the patterns it matches)
+                try:
+                    matched = [a_patterns[p] for p in a_patterns if re.search(p, key)]
+                except re.error:
+                    continue
+                sub_a = self.resolve({"allOf": [a_props[key], *matched]} if matched else a_props[key], "", seen)[0]
                 sub_b = self.as_accepted(b_props[key], seen)
                 if sub_b and self.excludes(sub_a, sub_b, seen):
                     return True
