@@ -344,6 +344,18 @@ def test_length_search_is_one_batch_and_names_its_choice(code_lm):
     assert result.ranking[0].index == result.candidate and result.ranking[0].score >= result.ranking[1].score
 
 
+def test_code_with_crlf_line_ends_is_read_as_python_reads_it(code_lm):
+    """A marker alone on a `\\r\\n` line is a whole-line hole at its indentation (as with `\\n`): the same fill as
+    the `\\n` text's, given back with `\\r\\n`."""
+    from diffreason import infill
+
+    lf = "def f(x):\n    <|hole|>\n    return x\n"
+    a = infill(code_lm, lf, samples=1, max_hole_tokens=8, lengths=(8,))
+    b = infill(code_lm, lf.replace("\n", "\r\n"), samples=1, max_hole_tokens=8, lengths=(8,))
+    assert b.code == a.code.replace("\n", "\r\n") and b.holes[0].text == a.holes[0].text.replace("\n", "\r\n")
+    assert b.code.startswith("def f(x):\r\n    ") and b.code.endswith("\r\n    return x\r\n")
+
+
 def test_several_holes_left_to_right(code_lm):
     from diffreason.tasks.infill.search import run_infill
 
