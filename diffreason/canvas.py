@@ -20,6 +20,7 @@ import numpy as np
 import torch
 
 from diffreason.constrain.compiler import Compiler
+from diffreason.constrain.regex import from_python
 from diffreason.constrain.slots import Slot
 from diffreason.constrain.tokens import unique_rows
 from diffreason.errors import TemplateError
@@ -83,11 +84,18 @@ class CanvasTemplate:
         return cls(vocab_size, torch.full((length,), FREE, dtype=torch.long))
 
     @classmethod
-    def from_regex(cls, regex: str, tokenizer, length: int, intersections=()) -> "CanvasTemplate":
-        """A slot of exactly `length` tokens holding a string of `regex`, padded with the tokenizer's pad token.
-        `intersections`: placeholders in `regex` standing for intersections of regexes
+    def from_regex(cls, regex: str, tokenizer, length: int, intersections=(), *, python: bool = True
+                   ) -> "CanvasTemplate":
+        """A slot of `length` tokens holding a string of `regex`, padded with the tokenizer's pad token. `regex` is
+        read as Python's `re` reads it with `re.ASCII` and matched whole (`re.fullmatch`; see
+        `diffreason.constrain.regex.from_python`); `python=False` takes the pipeline's own regex text as its
+        compilers write it, with `intersections`: placeholders in it standing for intersections of regexes
         (`diffreason.constrain.Intersections`). Built by the tokenizer's `diffreason.constrain.Compiler`, which caches
         it (the returned template shares its tensors: templates are never modified in place)."""
+        if isinstance(length, bool) or not isinstance(length, int) or length < 1:
+            raise TemplateError(f"a regex slot's length is a number of tokens, at least 1: got {length!r}")
+        if python:
+            regex = from_python(regex)
         sets = Compiler.for_tokenizer(tokenizer).slot(regex, length, tuple(intersections))
         return cls.from_parts(sets.vocab_size, sets.fixed, sets.mask_index, sets.masks, (sets.slot,))
 

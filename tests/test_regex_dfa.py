@@ -7,6 +7,8 @@ import pytest
 
 from diffreason.constrain import Complement, chardfa
 from diffreason.constrain import dfa as regex_dfa
+from diffreason.constrain.regex import from_python
+from diffreason.errors import TemplateError
 
 CHARS = chardfa.CharLevel()
 
@@ -123,6 +125,53 @@ def test_lookarounds_and_flags_are_left_to_interegular(regex, yes, no):
         _fast(regex)
     fsm = CHARS.char_fsm(regex)  # the automaton module falls back to interegular's construction
     assert fsm.accepts(yes) and not fsm.accepts(no)
+
+
+@pytest.mark.parametrize("regex", [r"(?=\d{3})\w{3,}", r"(?!ab)[a-z]{2}", r"(?=a)[ab]+", r"(?!a)[ab]{1,3}",
+                                   r"[ab](?=b)b", r"(?=.*1)[a1]{2,3}"])
+def test_lookarounds_within_the_match_keep_pythons_language(regex):
+    """Every string of up to 4 characters over a small alphabet: in the slot's language exactly when re.fullmatch
+    takes it."""
+    fsm = CHARS.char_fsm(regex)
+    for n in range(5):
+        for chars in itertools.product("ab1xAB", repeat=n):
+            text = "".join(chars)
+            assert bool(fsm.accepts(text)) == bool(re.fullmatch(regex, text)), (regex, text)
+
+
+@pytest.mark.parametrize("regex", [r"x(?=y)", r"[ab](?!a)", r"(?=a)", r"(?!x)", r"(?=\d{3})\w+", r"(?<=a)b"])
+def test_lookarounds_that_reach_past_the_match_are_refused(regex):
+    """interegular builds these as a search sees them (`x(?=y)` would let "xy" into the slot, though no string
+    fullmatches it): refused, with the reason."""
+    with pytest.raises(TemplateError, match="lookahead that reads past the regex's end, or a lookbehind"):
+        CHARS.char_fsm(regex)
+
+
+@pytest.mark.parametrize("regex, text", [("^abc$", "abc"), (r"\Aab\Z", "ab"), (r"\u00e9+", "é+"),
+                                         (r"[\u0041-\u0043]", "[A-C]"), (r"\u002d", r"\x2d"),
+                                         (r"[$^]x", "[$^]x"), (r"[]^]a$", "[]^]a"), (r"a\$", r"a\$"),
+                                         (r"a\\$", r"a\\"), (r"\\u0041", r"\\u0041")])
+def test_a_users_regex_is_read_as_python_reads_it(regex, text):
+    assert from_python(regex) == text
+
+
+@pytest.mark.parametrize("regex, message", [
+    (None, "a regex is a string, not NoneType"), ("a{3,1}", "is not a valid Python regex: min repeat greater"),
+    ("(a", "is not a valid Python regex"), ("", "matches only the empty string"), ("^$", "matches only the empty"),
+    ("a$|b", "^ and \\A may only start it"), (r"\bfoo", "\\b and \\B are not supported"), ("(^a)", "may only start"),
+])
+def test_a_users_regex_that_python_or_a_slot_cannot_take_is_refused(regex, message):
+    with pytest.raises(TemplateError) as info:
+        from_python(regex)
+    assert message in str(info.value)
+
+
+def test_shorthand_classes_are_ascii_as_re_ascii_reads_them():
+    """`\S` and `[^\s]` take a no-break space and an em space, as `re` does with re.ASCII (and not without)."""
+    for regex in (r"\S", r"[^\s]", r"\D", r"\W"):
+        fsm = CHARS.char_fsm(from_python(regex))
+        for char in ("\xa0", "\u2003", "\u0663", "é"):
+            assert bool(fsm.accepts(char)) == bool(re.fullmatch(regex, char, re.ASCII)), (regex, char)
 
 
 def _same_token_language(a, b) -> bool:

@@ -365,6 +365,11 @@ class CharLevel:
             raise AutomatonTooLarge(str(exc)) from None
         except dfa.NotCovered:
             pass  # lookarounds, inline flags: interegular's own construction
+        if pattern.prefix_postfix != (0, 0):
+            # (interegular then builds the text with what its lookarounds read beyond it, as a search would see it;
+            # a slot holds the whole match: `x(?=y)` would let `xy` through, though no string matches it whole)
+            raise TemplateError("a lookahead that reads past the regex's end, or a lookbehind before its start, is "
+                                "not supported (lookarounds must stay within the match)")
         with interegular_patched():
             try:
                 return pattern.to_fsm()

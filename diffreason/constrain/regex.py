@@ -122,3 +122,69 @@ def flatten(parts: tuple) -> list[Node]:
     for p in parts:
         out += flatten(p[1]) if p[0] == "seq" else [p]
     return out
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# A user's regex
+
+
+_HEX_ESCAPES = {"u": 4, "U": 8}  # (\xHH, octal and the rest the parser reads itself)
+
+
+def from_python(regex) -> str:
+    """A user's regex, read as Python's `re` reads it with `re.ASCII` (`\\d`, `\\w`, `\\s` are ASCII classes, as the
+    parser has them) and matched whole, as `re.fullmatch` does → the pipeline's regex text. Refused (TemplateError),
+    with the reason: what is no str, what Python rejects (`a{3,1}`), the empty regex (a slot holds some text). Written
+    for the parser: `\\uXXXX` / `\\UXXXXXXXX` escapes become their characters, and a `^` / `\\A` at the start and a
+    `$` / `\\Z` at the end are dropped (matching the whole slot, they say nothing)."""
+    from diffreason.errors import TemplateError
+
+    if not isinstance(regex, str):
+        raise TemplateError(f"a regex is a string, not {type(regex).__name__}")
+    try:
+        re.compile(regex, re.ASCII)
+    except (re.error, OverflowError, RecursionError) as exc:
+        raise TemplateError(f"regex {regex!r} is not a valid Python regex: {exc}") from None
+    out, anchors, i, in_class = [], [], 0, False
+    while i < len(regex):
+        char = regex[i]
+        if char == "\\" and i + 1 < len(regex):
+            width = _HEX_ESCAPES.get(regex[i + 1])
+            if width is not None:  # (re.compile checked the digits)
+                char = chr(int(regex[i + 2:i + 2 + width], 16))
+                out.append(f"\\x{ord(char):02x}" if ord(char) < 0x80 and not char.isalnum() else char)
+                i += 2 + width
+                continue
+            if not in_class and regex[i + 1] in "AZbB":
+                anchors.append(len(out))
+            out.append(regex[i:i + 2])
+            i += 2
+            continue
+        if in_class:
+            in_class = char != "]"
+        elif char == "[":
+            in_class = True
+            start = regex[i + 1:i + 2] == "^"
+            out.append(regex[i:i + 1 + start])  # ("[" or "[^"; a "]" first in a class is a literal: taken next)
+            i += 1 + start
+            if regex[i:i + 1] == "]":
+                out.append("]")
+                i += 1
+            continue
+        elif char in "^$":
+            anchors.append(len(out))
+        out.append(char)
+        i += 1
+    if out and out[-1] in ("$", "\\Z") and anchors and anchors[-1] == len(out) - 1:
+        out.pop()
+        anchors.pop()
+    if out and out[0] in ("^", "\\A") and anchors and anchors[0] == 0:
+        out.pop(0)
+        anchors.pop(0)
+    if anchors:
+        raise TemplateError(f"regex {regex!r}: ^ and \\A may only start it and $ and \\Z only end it (a slot's text is "
+                            "matched whole); \\b and \\B are not supported")
+    text = "".join(out)
+    if not text:
+        raise TemplateError(f"regex {regex!r} matches only the empty string: a slot's regex must match some text")
+    return regex if text == regex else text  # (an `Rx` or a `Choice` keeps its structure)

@@ -194,7 +194,7 @@ class _Templates:
         vocab = len(tok)
         if self.constrain:
             try:
-                slot = CanvasTemplate.from_regex(language.regex, tok, length, language.intersections)
+                slot = CanvasTemplate.from_regex(language.regex, tok, length, language.intersections, python=False)
             except AutomatonTooLarge as exc:  # (not "nothing fits": the language is too large to compile)
                 raise InfillInputError(f"the hole's language is too large to compile ({exc}); with "
                                        "diffreason.infill, pass a simpler regex= or constrain=False") from None

@@ -79,7 +79,7 @@ class LayoutMixin:
         intersections = self.placeholders_in(regex)
         length = min(length, self.budget.max_slot)
         try:
-            return CanvasTemplate.from_regex(regex, self.tokenizer, length, intersections)
+            return CanvasTemplate.from_regex(regex, self.tokenizer, length, intersections, python=False)
         except AutomatonTooLarge as exc:  # (a scaffold may still hold it: see `template`)
             raise TooComplex(f"value too complex for one slot ({exc}) at {path or '#'}") from None
         except TemplateError as exc:
@@ -89,7 +89,8 @@ class LayoutMixin:
             shortest = self.constraints.automaton(regex, intersections).shortest_length(longest)
             if shortest is None or shortest <= length:
                 self.fail(path, f"cannot fit the value in {longest if shortest is None else length} tokens ({exc})")
-            return CanvasTemplate.from_regex(regex, self.tokenizer, min(shortest + length, longest), intersections)
+            return CanvasTemplate.from_regex(regex, self.tokenizer, min(shortest + length, longest), intersections,
+                                             python=False)
 
     # -- scaffold ---------------------------------------------------------------------------------------------------
 
