@@ -68,7 +68,9 @@ class DiffusionBackend(BaseBackend):
 
     `model_path`: a checkpoint directory, or the URL(s) of servers (`http://host:port[,http://host:port...]`).
     `engine_options`: any `SamplerConfig` field (max_denoising_steps, entropy_bound, draws, ...), `max_batch_size`,
-    `seed` (the first gen's seed; each later gen uses the next one) and `chat_template` (an SGLang template name);
+    `seed` (the first gen's seed; each later gen uses the next one, in the order gens reach the backend: under
+    `run_batch(num_threads > 1)` the threads decide that order, so a batch is reproducible with `num_threads=1`)
+    and `chat_template` (an SGLang template name);
     for servers `seed`, `chat_template` and the client's `concurrency`, `retries`, `timeout` (see `Endpoints`).
     """
 
@@ -79,6 +81,7 @@ class DiffusionBackend(BaseBackend):
         self.model_path = str(model_path)
         options = dict(engine_options)
         self.seed = int(options.pop("seed", 0))
+        self._seed_lock = threading.Lock()  # (programs of a run_batch call gens from several threads)
         template_name = options.pop("chat_template", None)
         self.chat_template = get_chat_template(template_name or "default")
         self.is_chat_model = False
@@ -111,8 +114,9 @@ class DiffusionBackend(BaseBackend):
     # -- gen --------------------------------------------------------------------------------------------------------
 
     def _next_seed(self) -> int:
-        self.seed += 1
-        return self.seed - 1
+        with self._seed_lock:  # (one seed per gen, never two gens with one)
+            self.seed += 1
+            return self.seed - 1
 
     def _engine_for(self, temperature: float) -> Engine:
         if temperature == 1.0:
@@ -168,18 +172,19 @@ class DiffusionBackend(BaseBackend):
         }
 
     def _text(self, tokens: list[int], template, sampling_params) -> tuple[str, str | None]:
-        """Committed text: unconstrained gens end at max_tokens (canvases come whole) and at the first stop."""
-        if template is not None:
-            return self.lm.tokenizer.decode(tokens, skip_special_tokens=True), None
-        text = self.lm.tokenizer.decode(tokens[: sampling_params.max_new_tokens], skip_special_tokens=True)
-        return self._cut_at_stop(text, sampling_params.stop)
+        """Committed text: unconstrained gens end at max_tokens (canvases come whole); every gen ends at its first
+        stop string, constrained or not, as SGLang ends it (the text before a stop may then be short of its
+        constraint's language)."""
+        if template is None:
+            tokens = tokens[: sampling_params.max_new_tokens]
+        return self._cut_at_stop(self.lm.tokenizer.decode(tokens, skip_special_tokens=True), sampling_params.stop)
 
     def generate(self, s, sampling_params):
         if self.endpoints is not None:
-            body, constrained = self._remote_body(s.text_, sampling_params)
+            body = self._remote_body(s.text_, sampling_params)
             started = time.perf_counter()
             answer = self.endpoints.post(body, self._next_seed())
-            return self._remote_answer(answer, constrained, sampling_params, time.perf_counter() - started)
+            return self._remote_answer(answer, sampling_params, time.perf_counter() - started)
         template, max_new = self._request(sampling_params)
         result = self._engine_for(sampling_params.temperature).generate(
             s.text_, template=template, seed=self._next_seed(), max_new_tokens=max_new
@@ -230,20 +235,20 @@ class DiffusionBackend(BaseBackend):
 
     # -- remote -----------------------------------------------------------------------------------------------------
 
-    def _remote_body(self, prompt: str, sampling_params) -> tuple[dict, bool]:
-        """The /generate body of a gen, and whether it is constrained."""
+    def _remote_body(self, prompt: str, sampling_params) -> dict:
+        """The /generate body of a gen."""
         regex, schema, max_tokens = self._constraint(sampling_params)
         params: dict = {"max_new_tokens": max_tokens}
         if regex is not None:
             params["regex"] = regex
         if schema is not None:
             params["json_schema"] = schema if isinstance(schema, str) else json.dumps(schema)
-        return {"text": prompt, "sampling_params": params}, regex is not None or schema is not None
+        return {"text": prompt, "sampling_params": params}
 
-    def _remote_answer(self, answer: dict, constrained: bool, sampling_params, seconds: float) -> tuple[str, dict]:
+    def _remote_answer(self, answer: dict, sampling_params, seconds: float) -> tuple[str, dict]:
         steps, meta = steps_of(answer), answer.get("meta_info", {})
         text, hit = answer.get("text", ""), None
-        if not constrained:
+        if sampling_params is not None:  # (None: a select, whose language is its choices)
             text, hit = self._cut_at_stop(text, sampling_params.stop)
         return text, {
             "steps": steps,
@@ -254,16 +259,14 @@ class DiffusionBackend(BaseBackend):
         }
 
     def _remote_stream(self, prompt: str, sampling_params):
-        body, constrained = self._remote_body(prompt, sampling_params)
+        body = self._remote_body(prompt, sampling_params)
         started, sent = time.perf_counter(), ""
         for chunk in self.endpoints.stream(body, self._next_seed()):
             if STEPS_KEY in chunk.get("meta_info", {}):  # the final answer
-                text, meta = self._remote_answer(chunk, constrained, sampling_params, time.perf_counter() - started)
+                text, meta = self._remote_answer(chunk, sampling_params, time.perf_counter() - started)
                 yield text[len(sent):] if text.startswith(sent) else "", meta
                 return
-            text = chunk.get("text", "")
-            if not constrained:
-                text, _ = self._cut_at_stop(text, sampling_params.stop)
+            text, _ = self._cut_at_stop(chunk.get("text", ""), sampling_params.stop)
             if text != sent and text.startswith(sent):
                 yield text[len(sent):], {"steps": None, "canvases": chunk["meta_info"].get("canvas", 0) + 1}
                 sent = text
@@ -275,7 +278,7 @@ class DiffusionBackend(BaseBackend):
         body = {"text": prompt, "sampling_params": {"regex": regex, "max_new_tokens": longest + 2}}
         started = time.perf_counter()
         answer = self.endpoints.post(body, self._next_seed())
-        text, meta = self._remote_answer(answer, True, None, time.perf_counter() - started)
+        text, meta = self._remote_answer(answer, None, time.perf_counter() - started)
         if text not in choices:  # the server's slot language is exactly the choices
             raise EndpointError(f"the server's select answered {text!r}, not one of {choices!r}")
         return ChoicesDecision(decision=text, meta_info={**meta, "scores": None})

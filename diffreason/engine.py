@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import numbers
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
@@ -158,6 +159,8 @@ class Engine:
         if sampler is None or isinstance(sampler, SamplerConfig):
             sampler = RenoiseSampler(sampler or lm.sampler_config)
         self.sampler = sampler
+        if isinstance(max_batch_size, bool) or not isinstance(max_batch_size, int) or max_batch_size < 1:
+            raise ConfigError(f"max_batch_size must be an integer of at least 1, got {max_batch_size!r}")
         self.max_batch_size = max_batch_size
         self.profile = profile
         self.free_logits = free_logits
@@ -245,7 +248,12 @@ class Engine:
         max_new = r.max_new_tokens if r.max_new_tokens is not None else default
         if max_new < 1:
             raise ConfigError(f"max_new_tokens must be at least 1, got {max_new}")
-        return ids, template, int(r.seed), -(-max_new // canvas), max_new
+        seed = r.seed
+        if isinstance(seed, torch.Tensor) and seed.ndim == 0 and not seed.is_floating_point():
+            seed = int(seed)
+        if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or not 0 <= seed < 2**64:
+            raise ConfigError(f"seed must be an integer in [0, 2**64), got {r.seed!r}")  # (torch's generators')
+        return ids, template, int(seed), -(-max_new // canvas), max_new
 
     @torch.inference_mode()
     def _run(self, batch, request_ids, trace, callback, step_hook, on_canvas=None) -> list[GenerationResult]:

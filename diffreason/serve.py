@@ -15,7 +15,11 @@ The contract, as SGLang's server and the diffreason plugin answer it:
 - a request it cannot serve is HTTP 400 with `{"error": {"message": ...}}` (SGLang's shape), a finished JSON output
   that fails its schema HTTP 500 (a compiler bug, never passed on as valid); parameters upstream's Gemma4Renoise
   refuses (penalties, min_p, logit_bias, ebnf, structural tags, logprobs) are refused alike; others it ignores
-  (temperature, top_p, top_k: the renoise schedule governs sampling) are ignored here too.
+  (temperature, top_p, top_k: the renoise schedule governs sampling) are ignored here too. `stop` (a string or a
+  list) and `stop_token_ids` end an answer as SGLang ends it: the text stops before the first stop string or stop
+  token, `finish_reason` is `{"type": "stop", "matched": ...}`, and `output_ids` end with the token that completed
+  the stop string (before a stop token); a constrained output is checked against its schema whole, before the cut.
+  `n` other than 1 is refused (send the text as a list, with other seeds).
 - `GET /health`, `GET /get_model_info`.
 
 Requests that arrive together run as one batch (`Engine.generate_batch`, up to `max_batch` rows, gathered for
@@ -57,6 +61,8 @@ class Job:
     seed: int
     max_new_tokens: int
     chunks: queue.Queue | None = None  # a stream's committed canvases (index, tokens so far)
+    stop: tuple = ()  # stop strings
+    stop_ids: tuple = ()  # stop token ids
     done: Future = field(default_factory=Future)
 
 
@@ -95,6 +101,18 @@ def parse_request(body: Any, tokenizer, canvas_length: int) -> tuple[list[Job], 
         seed = 0
     if not isinstance(seed, int) or isinstance(seed, bool) or not 0 <= seed < 2**63:
         raise RequestError(f"sampling_seed must be an integer in [0, 2**63), got {seed!r}")
+    n = params.get("n", 1)
+    if n is not None and (n != 1 or isinstance(n, bool)):
+        raise RequestError(f"n must be 1, got {n!r}: send the text as a list, with other sampling_seed values")
+    stop = params.get("stop") or ()
+    stop = (stop,) if isinstance(stop, str) else stop
+    if not isinstance(stop, list | tuple) or not all(isinstance(x, str) and x for x in stop):
+        raise RequestError(f"stop must be a non-empty string or a list of them, got {params.get('stop')!r}")
+    stop_ids = params.get("stop_token_ids") or ()
+    if not isinstance(stop_ids, list | tuple) or not all(
+            isinstance(t, int) and not isinstance(t, bool) and 0 <= t < len(tokenizer) for t in stop_ids):
+        raise RequestError(f"stop_token_ids must be a list of token ids in [0, {len(tokenizer)}), "
+                           f"got {params.get('stop_token_ids')!r}")
     custom = params.get("custom_params") or {}
     if not isinstance(custom, dict):
         raise RequestError(f"custom_params must be an object, got {type(custom).__name__}")
@@ -120,7 +138,8 @@ def parse_request(body: Any, tokenizer, canvas_length: int) -> tuple[list[Job], 
     if stream and not single:
         raise RequestError("stream takes one text, not a list")
     return [Job(rid if single else f"{rid}-{i}", text, template, schema, seed, max_new,
-                queue.Queue() if stream else None) for i, text in enumerate(texts)], not single
+                queue.Queue() if stream else None, tuple(stop), tuple(stop_ids)) for i, text in enumerate(texts)], \
+        not single
 
 
 def _prompt_ids(value: Any, vocab_size: int) -> list:
@@ -191,9 +210,35 @@ def answer(job: Job, result, tokenizer) -> dict:
     stopped = result.finished and len(tokens) == len(result.tokens)
     finish = ({"type": "stop", "matched": tokenizer.eos_token_id} if stopped
               else {"type": "length", "length": len(tokens)})
+    tokens, text, matched = cut_at_stop(tokens, text, job, tokenizer)
+    if matched is not None:
+        finish = {"type": "stop", "matched": matched}
     return {"text": text, "output_ids": tokens, "meta_info": {
         "id": job.rid, "finish_reason": finish, "prompt_tokens": len(result.prompt_ids),
         "completion_tokens": len(tokens), "diffreason_steps": list(result.steps)}}
+
+
+def cut_at_stop(tokens: list[int], text: str, job: Job, tokenizer) -> tuple[list[int], str, Any]:
+    """(tokens, text, what matched or None): an answer cut at its first stop token (left out) and then at its first
+    stop string (the text ends before it; the tokens end with the one that completed it)."""
+    matched = None
+    at = next((i for i, t in enumerate(tokens) if t in job.stop_ids), None)
+    if at is not None:
+        tokens, matched = tokens[:at], tokens[at]
+        text = tokenizer.decode(tokens, skip_special_tokens=True)
+    hits = [(text.find(x), x) for x in job.stop if x in text]
+    if hits:
+        at, matched = min(hits)
+        text = text[:at]
+        low, high = 1, len(tokens)  # the fewest tokens whose text holds the stop string (it grows with them)
+        while low < high:
+            mid = (low + high) // 2
+            if matched in tokenizer.decode(tokens[:mid], skip_special_tokens=True):
+                high = mid
+            else:
+                low = mid + 1
+        tokens = tokens[:high]
+    return tokens, text, matched
 
 
 def make_app(lm, max_batch: int = 16, batch_wait: float = 0.01):
@@ -257,7 +302,8 @@ async def _stream(job: Job, future: Future, tokenizer):
         if tokenizer.eos_token_id in so_far:
             so_far = so_far[: so_far.index(tokenizer.eos_token_id)]
         so_far = so_far[: job.max_new_tokens]
-        chunk = {"text": tokenizer.decode(so_far, skip_special_tokens=True), "meta_info": {
+        _, text, _ = cut_at_stop(so_far, tokenizer.decode(so_far, skip_special_tokens=True), job, tokenizer)
+        chunk = {"text": text, "meta_info": {
             "id": job.rid, "canvas": canvas, "finish_reason": None}}
         yield f"data: {json.dumps(chunk)}\n\n"
     try:

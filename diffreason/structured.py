@@ -71,7 +71,11 @@ def constraint_template(
             template = CanvasTemplate.from_regex(regex, tokenizer, length) + eos
     else:
         raise DiffreasonError("no constraint: give a regex or a json_schema")
-    return template.align_slots(canvas_length, pad), compiled
+    template = template.align_slots(canvas_length, pad)
+    if max_tokens is not None and len(template) > max_tokens:  # (a JSON value's scaffold may need more)
+        raise TemplateError(f"max_new_tokens={max_tokens} is shorter than the constrained output "
+                            f"({len(template)} tokens)")
+    return template, compiled
 
 
 def generate(

@@ -101,6 +101,14 @@ def test_engine_errors(tiny_lm):
         engine.generate([2, 10**6])
     with pytest.raises(ConfigError, match="at least 1"):
         engine.generate("x", max_new_tokens=0)
+    for seed in (2**64, -1, 1.5, True, "3"):
+        with pytest.raises(ConfigError, match=r"seed must be an integer in \[0, 2\*\*64\)"):
+            engine.generate("x", seed=seed, max_new_tokens=2)
+    assert engine.generate("x", seed=torch.tensor(3), max_new_tokens=2).tokens == engine.generate(
+        "x", seed=3, max_new_tokens=2).tokens
+    for size in (0, -1, 2.0, None):
+        with pytest.raises(ConfigError, match="max_batch_size must be an integer of at least 1"):
+            Engine(tiny_lm, max_batch_size=size)
 
 
 def test_output_stops_at_max_new_tokens_while_canvases_come_whole(tiny_lm):

@@ -112,12 +112,16 @@ def test_an_unconstrained_answer_ends_at_max_new_tokens(server):
     ({"input_ids": [1, 2], "text": "x"}, None, "give text or input_ids, not both"),
     ({"text": "x", "sampling_params": {"json_schema": json.dumps({"type": "string", "minLength": 10**9})}}, None,
      "minLength 1000000000"),
-    ({"text": "x", "sampling_params": {"regex": "a{40}", "max_new_tokens": 8}}, None, "fits in exactly 7 tokens"),
+    ({"text": "x", "sampling_params": {"regex": "a{40}", "max_new_tokens": 8}}, None, "fits in 7 tokens"),
     ({"text": "x", "sampling_params": {"custom_params": "abc"}}, None, "custom_params must be an object, got str"),
     ({"text": "x", "sampling_params": {"custom_params": {"diffreason_template": 5}}}, None,
      "diffreason_template must be a list of positions or its JSON text, got int"),
     ({"text": "x", "sampling_params": {"custom_params": {"diffreason_template": [99999999]}}}, None,
      "diffreason_template position 0: token 99999999 is outside"),
+    ({"text": "x", "sampling_params": {"n": 2}}, None, "n must be 1, got 2"),
+    ({"text": "x", "sampling_params": {"stop": 5}}, None, "stop must be a non-empty string or a list of them"),
+    ({"text": "x", "sampling_params": {"stop": ["a", ""]}}, None, "stop must be a non-empty string"),
+    ({"text": "x", "sampling_params": {"stop_token_ids": [-1]}}, None, "stop_token_ids must be a list of token ids"),
 ])
 def test_a_bad_request_is_a_400_with_the_reason_and_the_server_lives_on(server, body, raw, message):
     status, text = post(server + "/generate", body, raw=raw)
@@ -164,3 +168,31 @@ def test_a_busy_port_is_one_error_line_and_exit_2():
                               capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     assert f"cannot listen on 127.0.0.1:{port}" in proc.stderr and proc.stderr.strip().count("\n") == 0, proc.stderr
+
+
+def test_stop_strings_and_stop_tokens_end_the_answer_as_sglang_ends_it(server):
+    """The same request without a stop, then with a stop string from inside its text and with a stop token from
+    inside its output: the answer ends before each (the text), the tokens end with the one completing the string
+    (before the stop token), and finish_reason names what matched. A constrained answer is cut alike."""
+    free = {"text": "free", "sampling_params": {"max_new_tokens": 40, "sampling_seed": 2}}
+    status, text = post(server + "/generate", free)
+    whole = json.loads(text)
+    assert status == 200 and len(whole["text"]) > 6, text
+    stop = whole["text"][3:5]
+    at = whole["text"].index(stop)
+    status, text = post(server + "/generate", {**free, "sampling_params": {**free["sampling_params"], "stop": [stop]}})
+    cut = json.loads(text)
+    assert status == 200 and cut["text"] == whole["text"][:at], text
+    assert cut["meta_info"]["finish_reason"] == {"type": "stop", "matched": stop}
+    ids = cut["output_ids"]
+    assert ids == whole["output_ids"][: len(ids)] and len(ids) < len(whole["output_ids"])
+    token = whole["output_ids"][5]
+    first = whole["output_ids"].index(token)
+    status, text = post(server + "/generate", {**free, "sampling_params": {**free["sampling_params"],
+                                                                            "stop_token_ids": [token]}})
+    cut = json.loads(text)
+    assert status == 200 and cut["output_ids"] == whole["output_ids"][:first], text
+    assert cut["meta_info"]["finish_reason"] == {"type": "stop", "matched": token}
+    status, text = post(server + "/generate", {"text": "v", "sampling_params": {"regex": "ab[a-c]{3}", "stop": "b"}})
+    cut = json.loads(text)
+    assert status == 200 and cut["text"] == "a" and cut["meta_info"]["finish_reason"]["matched"] == "b", text

@@ -89,4 +89,57 @@ def test_bad_options_and_constraints_fail_clearly(tiny_checkpoint, backend):
 
     state = too_long.run(backend=backend)
     state.sync()
-    assert isinstance(state.error(), TemplateError) and "fits in exactly 15 tokens" in str(state.error())
+    assert isinstance(state.error(), TemplateError) and "fits in 15 tokens" in str(state.error())
+
+
+def test_a_stop_string_ends_a_constrained_gen_too(backend):
+    """As SGLang ends a constrained output at its stop strings: the regex forces a "b" second, so the text is the
+    "a" before it, and finish_reason names the stop; a JSON gen whose max_tokens is shorter than its schema's
+    scaffold is refused, as `diffreason serve` refuses it."""
+
+    @sgl.function
+    def stopped(s):
+        s += "v: " + sgl.gen("x", regex="ab[a-c]{3}", max_tokens=16, stop="b")
+
+    state = stopped.run(backend=backend)
+    assert state["x"] == "a" and state.get_meta_info("x")["finish_reason"] == {"type": "stop", "matched": "b"}
+
+    @sgl.function
+    def too_short(s):
+        s += "v: " + sgl.gen("x", json_schema='{"type": "integer"}', max_tokens=4)
+
+    state = too_short.run(backend=backend)
+    state.sync()
+    assert isinstance(state.error(), TemplateError)
+    assert "max_new_tokens=4 is shorter than the constrained output" in str(state.error())
+
+
+def test_concurrent_gens_never_share_a_seed(tiny_checkpoint):
+    """`run_batch` calls gens from several threads: each gets a seed of its own (the seeds handed out are the next
+    ones, each once), and with fast draws each output is what its own seed gives alone."""
+    import threading
+
+    be = DiffusionBackend(tiny_checkpoint, max_denoising_steps=3, draws="fast", seed=10)
+    seeds, lock = [], threading.Lock()
+    next_seed = be._next_seed
+
+    def record():
+        seed = next_seed()
+        with lock:
+            seeds.append(seed)
+        return seed
+
+    be._next_seed = record
+
+    @sgl.function
+    def word(s, i):
+        s += f"item {i}: " + sgl.gen("w", regex="[a-z]{4}", max_tokens=8)
+
+    states = word.run_batch([{"i": i} for i in range(6)], backend=be, num_threads=6)
+    assert sorted(seeds) == list(range(10, 16))
+    from diffreason.structured import constraint_template
+
+    template, _ = constraint_template(be.lm.tokenizer, be.lm.canvas_length, regex="[a-z]{4}", max_tokens=8)
+    for i, state in enumerate(states):
+        alone = {be.engine.generate(f"item {i}: ", template=template, seed=s).text for s in range(10, 16)}
+        assert state["w"] in alone, (i, state["w"])

@@ -134,7 +134,7 @@ def test_a_template_longer_than_a_canvas_continues_on_the_next_one():
         (dict(regex="a", json_schema="{}"), "diffreason: give one constraint, not json_schema and regex"),
         (dict(custom_params={plugin.TEMPLATE_PARAM: "[1, true]"}), "position 1: expected a token id, null or a list"),
         (dict(custom_params={plugin.TEMPLATE_PARAM: "[99999]"}), "position 0: token 99999 is outside"),
-        (dict(regex="a{40}", max_new_tokens=8), "diffreason: no value of this type fits in exactly 7 tokens"),
+        (dict(regex="a{40}", max_new_tokens=8), "diffreason: no text the constraint allows fits in 7 tokens"),
         (dict(json_schema=json.dumps({"type": "object", "required": ["a"], "properties": {"a": {"type": "string",
           "maxLength": 30}}}), max_new_tokens=4), "max_new_tokens=4 is shorter than the constrained output"),
         (dict(regex="a", frequency_penalty=0.5), "does not support request-level frequency_penalty"),

@@ -453,7 +453,7 @@ class TokenAutomaton:
         forward = reached[: length + 1].copy()  # (the shared tables stay private to the automaton)
         backward = np.ascontiguousarray(finishing[length::-1])  # backward[k] = finishing[length - k]
         if not (forward[0] & backward[0]).any():
-            raise TemplateError(f"no value of this type fits in exactly {length} tokens")
+            raise TemplateError(f"no text the constraint allows fits in {length} tokens")
         # position k allows the tokens of the moves from a state reachable in k tokens to one that can still finish
         # ([P, L], gathered as rows of the tables' transposes: a pair's positions are one contiguous copy)
         live = np.ascontiguousarray(forward[:-1].T)[src] & np.ascontiguousarray(backward[1:].T)[dst]
