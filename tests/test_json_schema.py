@@ -1903,6 +1903,9 @@ def test_a_reference_that_descends_into_the_value_still_compiles():
                     "required": ["a"]},
                    {"patternProperties": {"^[a-c]$": {"type": "null"}}, "required": ["b"]}]}},
                 "required": ["b"]}]},
+    # (--seed 61207) an anyOf branch with no type of its own is written with the type around it: `{"pattern": ""}`
+    # (every value) beside the other branches' exclusion wrote arrays, which the first branch accepts too
+    {"oneOf": [{"type": "array"}, {"anyOf": [{"type": "object"}, {"pattern": ""}]}, {"type": "object"}]},
 ])
 def test_fuzzed_schemas_whose_fillings_were_invalid(schema):
     assert invalid_fillings(schema, 40) == []

@@ -492,13 +492,19 @@ class NegationMixin:
             return self.accepted_types(schema)
         for key in ("anyOf", "oneOf"):
             if key in schema and isinstance(schema[key], list):
-                out: set[str] = set()
+                # a branch is written merged with the schema around it: one that names no type of its own takes
+                # the surrounding `type` (`{"pattern": ""}` beside `"type": ["array", ...]` writes arrays too)
+                around, out = self.accepted_types(schema), set()
                 for sub in schema[key]:
-                    sub_types = self.emitted_types(self.resolve(sub, "", seen)[0], seen)
+                    resolved = self.resolve(sub, "", seen)[0]
+                    if around is not None and not resolved.keys() & {"type", "const", "enum", "anyOf", "oneOf"}:
+                        sub_types = around
+                    else:
+                        sub_types = self.emitted_types(resolved, seen)
                     if sub_types is None:
                         return None
                     out |= sub_types
-                return out
+                return out if around is None else out & around
         if "type" in schema:
             return self.accepted_types(schema)
         kind = self.infer_type(schema, "")
