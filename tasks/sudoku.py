@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import numbers
 import random
 import re
 import sys
@@ -321,7 +322,8 @@ def count_solutions(entries: Sequence[PuzzleEntry], max_nodes: int = EXACT_SOLVE
     for i, e in enumerate(entries):
         if e.cells is not None:
             solutions, stats = solve_exact(e.cells, limit=2, max_nodes=max_nodes)
-            counts[i] = len(solutions) if stats.complete or solutions else None
+            # (a search cut short after one solution cannot say whether another exists: not known to be unique)
+            counts[i] = len(solutions) if stats.complete or len(solutions) >= 2 else None
             if counts[i] == 0:
                 e.error = "puzzle has no solution (no two givens conflict, but no grid completes them)"
     return counts
@@ -818,13 +820,17 @@ def solve_batches(
         raise SudokuError(f"unknown mode {mode!r}; choose one of {', '.join(MODES)}")
     if not 1 <= samples <= MAX_SAMPLES:
         raise SudokuError(f"samples must be in [1, {MAX_SAMPLES}], got {samples}")
-    grids = [parse(p) if isinstance(p, str) else list(p) for p in puzzles]
+    if max_steps is not None and (isinstance(max_steps, bool) or not isinstance(max_steps, int) or max_steps < 1):
+        raise SudokuError(f"max_steps must be an integer of at least 1, got {max_steps!r}")
+    grids = [parse(p if isinstance(p, str) else _cells_text(p)) for p in puzzles]
     if engine is None:
         check_vocabulary(lm)
         config = lm.sampler_config if max_steps is None else lm.sampler_config.model_copy(
             update={"max_denoising_steps": max_steps}
         )
-        engine = Engine(lm, config, max_batch_size=batch_size)
+        # (a puzzle's chains of one wave run in one engine batch, however small `batch_size`: the siblings-stop
+        # hook groups rows by puzzle, so a split wave would let chains run on that a sibling has settled)
+        engine = Engine(lm, config, max_batch_size=max(batch_size, *chain_waves(samples)))
         bos = lm.tokenizer.bos_token_id
     elif mode != "model" or max_steps is not None or samples > 1:
         raise SudokuError("a server runs the plain sampler on its own schedule: model mode only, one sample, no step "
@@ -874,6 +880,15 @@ def solve_batches(
                 samples=len(backs[p]), voted=voted,
             ))
         yield results
+
+
+def _cells_text(cells) -> str:
+    """A puzzle given as cells, as `parse` reads puzzles (so that it checks them alike): 0-9 each, else SudokuError."""
+    cells = list(cells)
+    bad = [c for c in cells if isinstance(c, bool) or not isinstance(c, numbers.Integral) or not 0 <= c <= 9]
+    if bad:
+        raise SudokuError(f"a puzzle's cells are digits 0-9 (0 blank), got {bad[0]!r}")
+    return "".join(map(str, cells))
 
 
 def chain_waves(samples: int) -> list[int]:

@@ -4,6 +4,7 @@ import io
 import json
 import math
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -229,6 +230,17 @@ def test_solve_errors(sudoku_lm, tiny_lm):
         S.solve(sudoku_lm, [EASY.puzzle], mode="magic")
     with pytest.raises(Exception, match="not a Sudoku model"):
         S.solve(tiny_lm, [EASY.puzzle])
+    cells = list(EASY.puzzle)
+    for kwargs, puzzle, message in [
+        (dict(max_steps=0), cells, "max_steps must be an integer of at least 1, got 0"),
+        (dict(max_steps=1.5), cells, "max_steps must be an integer of at least 1, got 1.5"),
+        ({}, cells[:80], "puzzle has 80 cells, expected 81"),
+        ({}, [10] + cells[1:], "a puzzle's cells are digits 0-9 (0 blank), got 10"),
+        ({}, [-1] + cells[1:], "got -1"),
+        ({}, [1, 1] + [0] * 79, "contradictory givens: 1 at r1c1 and r1c2"),
+    ]:
+        with pytest.raises(S.SudokuError, match=re.escape(message)):
+            S.solve(sudoku_lm, [puzzle], **kwargs)
 
 
 def run_cli(*args, stdin=None):
@@ -681,6 +693,13 @@ def test_puzzle_input_token_digits_and_solution_counts_are_library_functions(tmp
     entries, source = S.read_puzzle_input(None, f)
     assert source == str(f) and [e.line for e in entries] == [2, 3] and entries[1].error is not None
     assert S.count_solutions(entries) == {0: 1}
+    # a search cut short: after one solution it cannot say whether the puzzle is unique (None), after two it can
+    two = S.parse(".3.6.8.1.6.2.9.3.8.9.3.2.6.8.9.6.4.3.2.8.3.9.7.3.2.8.6.6.5.7.8.2.7.1.6.5.4.2.6.7.")
+    assert len(S.solve_exact(two, limit=5)[0]) == 2
+    budgets = {len(S.solve_exact(two, limit=2, max_nodes=n)[0]): n for n in range(400, 0, -1)
+               if not S.solve_exact(two, limit=2, max_nodes=n)[1].complete}
+    assert S.count_solutions(S.read_puzzles(S.to_string(two)), max_nodes=budgets[1]) == {0: None}
+    assert S.count_solutions(S.read_puzzles(S.to_string(two))) == {0: 2}
     with pytest.raises(S.DiffreasonError, match="give a PUZZLE or --file, not both"):
         S.read_puzzle_input("1", f)
     monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(b"\n")))
