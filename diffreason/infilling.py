@@ -16,7 +16,7 @@ code parses and passes the tests. The template, the layout, the search and the c
 `diffreason.tasks.infill.search` and `diffreason.tasks.infill.grammar`.
 
 Line endings are read as Python reads source (`\r\n` and a lone `\r` end a line, as `\n` does); code given with
-`\r\n` gets its filled code and fills back with `\r\n` (the samples' records keep `\n`).
+`\r\n` gets its filled code and fills back with `\r\n` (`InfillCode.newline`; the samples' records keep `\n`).
 """
 
 from __future__ import annotations
@@ -68,26 +68,12 @@ def infill(
     from diffreason.tasks.infill.holes import InfillCode, parse_code, parse_pair
     from diffreason.tasks.infill.search import run_infill
 
-    crlf = False
     if isinstance(code, InfillCode):
         parsed = code
     elif isinstance(code, tuple) and len(code) == 2:
-        crlf = any(isinstance(part, str) and "\r\n" in part for part in code)
-        parsed = parse_pair(*(_lf(part) for part in code))
+        parsed = parse_pair(*code)
     else:
-        crlf = isinstance(code, str) and "\r\n" in code
-        parsed = parse_code(_lf(code))
+        parsed = parse_code(code)
     lm = load_code_model(model)
-    result = run_infill(lm, parsed, tests, mode=mode, samples=samples, max_hole_tokens=max_hole_tokens, seed=seed,
-                        **options)
-    if crlf:
-        if result.code is not None:
-            result.code = result.code.replace("\n", "\r\n")
-        for hole in result.holes:
-            hole.text = hole.text.replace("\n", "\r\n")
-    return result
-
-
-def _lf(text):
-    """`text` with its line ends as `\n` (what is no str is left for the parser to refuse)."""
-    return text.replace("\r\n", "\n").replace("\r", "\n") if isinstance(text, str) else text
+    return run_infill(lm, parsed, tests, mode=mode, samples=samples, max_hole_tokens=max_hole_tokens, seed=seed,
+                      **options)

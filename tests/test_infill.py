@@ -344,6 +344,16 @@ def test_length_search_is_one_batch_and_names_its_choice(code_lm):
     assert result.ranking[0].index == result.candidate and result.ranking[0].score >= result.ranking[1].score
 
 
+def test_a_crlf_file_parses_as_its_lf_text(tmp_path):
+    """The command line reads files as bytes: the parser, not the API, reads `\\r\\n` as a line end."""
+    lf = "def f(x):\n    <|hole|>\n    return x\n"
+    f = tmp_path / "crlf.py"
+    f.write_bytes(lf.replace("\n", "\r\n").encode())
+    code = parse_code(holes.read_code_file(f))
+    assert (code.segments, code.holes, code.newline) == (parse_code(lf).segments, parse_code(lf).holes, "\r\n")
+    assert code.given(code.fill(["    pass\n"])) == lf.replace("<|hole|>", "pass").replace("\n", "\r\n")
+
+
 def test_code_with_crlf_line_ends_is_read_as_python_reads_it(code_lm):
     """A marker alone on a `\\r\\n` line is a whole-line hole at its indentation (as with `\\n`): the same fill as
     the `\\n` text's, given back with `\\r\\n`."""

@@ -51,10 +51,13 @@ class Hole:
 
 @dataclass(frozen=True)
 class InfillCode:
-    """The code around its holes: `segments[i]` is the text before hole i, `segments[-1]` the text after the last."""
+    """The code around its holes: `segments[i]` is the text before hole i, `segments[-1]` the text after the last.
+    Lines end with `\n` inside (`\r\n` and a lone `\r` are read as Python reads source); `newline` is what the code
+    was given with, which `given` puts back into what goes out."""
 
     segments: tuple[str, ...]
     holes: tuple[Hole, ...]
+    newline: str = "\n"
 
     def __post_init__(self):
         if len(self.segments) != len(self.holes) + 1:
@@ -72,6 +75,10 @@ class InfillCode:
             out.append(self.segments[i + 1])
         return "".join(out)
 
+    def given(self, text: str) -> str:
+        """`text` (filled code, a fill) with the line ends the code was given with."""
+        return text if self.newline == "\n" else text.replace("\n", self.newline)
+
     def prefix(self, i: int, texts) -> str:
         """The code before hole i, holes before it filled with texts[:i]."""
         texts = list(texts)[:i]
@@ -80,6 +87,16 @@ class InfillCode:
     def suffix(self, i: int) -> str:
         """The code after hole i up to the next hole (what hole i's canvas shows: a later hole is not known yet)."""
         return self.segments[i + 1]
+
+
+def _lf(text: str) -> str:
+    """`text` with its line ends as `\n`, as Python reads source."""
+    return text.replace("\r\n", "\n").replace("\r", "\n")
+
+
+def _newline_of(text: str) -> str:
+    """The line end `text` is written with: `\r\n` where it has one, else `\n`."""
+    return "\r\n" if "\r\n" in text else "\n"
 
 
 def _where(text: str, pos: int) -> tuple[int, int]:
@@ -91,6 +108,7 @@ def parse_code(text: str, max_marker_tokens: int | None = None) -> InfillCode:
     """The holes of `text`, marked with `<|hole|>` (or `<|hole:N|>`); see the module docstring."""
     if not isinstance(text, str):
         raise InfillInputError(f"the code must be text, not {type(text).__name__}")
+    text, line_end = _lf(text), _newline_of(text)
     for bad, what in (("<|/hole", "a closing marker"),):
         pos = text.find(bad)
         if pos >= 0:
@@ -142,7 +160,7 @@ def parse_code(text: str, max_marker_tokens: int | None = None) -> InfillCode:
     if not holes:
         raise InfillInputError(f"the code has no hole: mark each one with {HOLE}")
     segments.append(text[start:])
-    return InfillCode(tuple(segments), tuple(holes))
+    return InfillCode(tuple(segments), tuple(holes), line_end)
 
 
 def parse_pair(prefix: str, suffix: str, max_tokens: int | None = None) -> InfillCode:
@@ -154,8 +172,10 @@ def parse_pair(prefix: str, suffix: str, max_tokens: int | None = None) -> Infil
         if MARKER_START in part:
             raise InfillInputError(f"the {name} holds a hole marker; give either a (prefix, suffix) pair or code with "
                                    "markers")
+    newline = _newline_of(prefix + suffix)
+    prefix, suffix = _lf(prefix), _lf(suffix)
     whole = prefix == "" or prefix.endswith("\n")
-    return InfillCode((prefix, suffix), (Hole(0, 0, 0, whole, None, max_tokens),))
+    return InfillCode((prefix, suffix), (Hole(0, 0, 0, whole, None, max_tokens),), newline)
 
 
 def read_code_file(path) -> str:
