@@ -52,7 +52,7 @@ from sglang.lang.choices import ChoicesDecision
 from sglang.lang.ir import REGEX_BOOL, REGEX_FLOAT, REGEX_INT, REGEX_STR
 
 from diffreason.canvas import CanvasTemplate
-from diffreason.client import STEPS_KEY, Endpoints, EndpointError, steps_of
+from diffreason.client import STEPS_KEY, Endpoints, EndpointError, cut_at_stop, steps_of
 from diffreason.constrain.regex import Choice
 from diffreason.engine import Engine, GenerationResult
 from diffreason.errors import ConfigError
@@ -151,15 +151,6 @@ class DiffusionBackend(BaseBackend):
         )
         return template, len(template)  # a template sets its own length
 
-    @staticmethod
-    def _cut_at_stop(text: str, stop) -> tuple[str, str | None]:
-        stops = [stop] if isinstance(stop, str) else list(stop or ())
-        hits = [(text.find(s), s) for s in stops if s and s in text]
-        if not hits:
-            return text, None
-        at, s = min(hits)
-        return text[:at], s
-
     def _meta(self, result: GenerationResult, stop_hit: str | None) -> dict:
         return {
             "steps": result.steps,
@@ -177,7 +168,7 @@ class DiffusionBackend(BaseBackend):
         constraint's language)."""
         if template is None:
             tokens = tokens[: sampling_params.max_new_tokens]
-        return self._cut_at_stop(self.lm.tokenizer.decode(tokens, skip_special_tokens=True), sampling_params.stop)
+        return cut_at_stop(self.lm.tokenizer.decode(tokens, skip_special_tokens=True), sampling_params.stop)
 
     def generate(self, s, sampling_params):
         if self.endpoints is not None:
@@ -249,7 +240,7 @@ class DiffusionBackend(BaseBackend):
         steps, meta = steps_of(answer), answer.get("meta_info", {})
         text, hit = answer.get("text", ""), None
         if sampling_params is not None:  # (None: a select, whose language is its choices)
-            text, hit = self._cut_at_stop(text, sampling_params.stop)
+            text, hit = cut_at_stop(text, sampling_params.stop)
         return text, {
             "steps": steps,
             "prompt_tokens": meta.get("prompt_tokens"),
@@ -266,7 +257,7 @@ class DiffusionBackend(BaseBackend):
                 text, meta = self._remote_answer(chunk, sampling_params, time.perf_counter() - started)
                 yield text[len(sent):] if text.startswith(sent) else "", meta
                 return
-            text, _ = self._cut_at_stop(chunk.get("text", ""), sampling_params.stop)
+            text, _ = cut_at_stop(chunk.get("text", ""), sampling_params.stop)
             if text != sent and text.startswith(sent):
                 yield text[len(sent):], {"steps": None, "canvases": chunk["meta_info"].get("canvas", 0) + 1}
                 sent = text

@@ -321,6 +321,17 @@ class RemoteEngine:
         return [result_of(answer, r.prompt, seconds) for answer, r in zip(answers, requests)]
 
 
+def cut_at_stop(text: str, stop) -> tuple[str, str | None]:
+    """(`text` up to its first stop string, that string or None): the contract's `stop` (a string or a list), as
+    SGLang applies it to an answer's text; the earliest occurrence wins."""
+    stops = [stop] if isinstance(stop, str) else list(stop or ())
+    hits = [(text.find(s), s) for s in stops if s and s in text]
+    if not hits:
+        return text, None
+    at, s = min(hits)
+    return text[:at], s
+
+
 def steps_of(answer: Any) -> list[int]:
     """The denoising steps per canvas of a `/generate` answer; EndpointError when it carries none (a server without
     the diffreason plugin)."""

@@ -38,6 +38,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any
 
+from diffreason.client import cut_at_stop
 from diffreason.errors import DiffreasonError
 
 DEFAULT_MAX_NEW_TOKENS = 128  # SGLang's default
@@ -210,7 +211,7 @@ def answer(job: Job, result, tokenizer) -> dict:
     stopped = result.finished and len(tokens) == len(result.tokens)
     finish = ({"type": "stop", "matched": tokenizer.eos_token_id} if stopped
               else {"type": "length", "length": len(tokens)})
-    tokens, text, matched = cut_at_stop(tokens, text, job, tokenizer)
+    tokens, text, matched = stopped_answer(tokens, text, job, tokenizer)
     if matched is not None:
         finish = {"type": "stop", "matched": matched}
     return {"text": text, "output_ids": tokens, "meta_info": {
@@ -218,7 +219,7 @@ def answer(job: Job, result, tokenizer) -> dict:
         "completion_tokens": len(tokens), "diffreason_steps": list(result.steps)}}
 
 
-def cut_at_stop(tokens: list[int], text: str, job: Job, tokenizer) -> tuple[list[int], str, Any]:
+def stopped_answer(tokens: list[int], text: str, job: Job, tokenizer) -> tuple[list[int], str, Any]:
     """(tokens, text, what matched or None): an answer cut at its first stop token (left out) and then at its first
     stop string (the text ends before it; the tokens end with the one that completed it)."""
     matched = None
@@ -226,10 +227,9 @@ def cut_at_stop(tokens: list[int], text: str, job: Job, tokenizer) -> tuple[list
     if at is not None:
         tokens, matched = tokens[:at], tokens[at]
         text = tokenizer.decode(tokens, skip_special_tokens=True)
-    hits = [(text.find(x), x) for x in job.stop if x in text]
-    if hits:
-        at, matched = min(hits)
-        text = text[:at]
+    text, hit = cut_at_stop(text, job.stop)
+    if hit is not None:
+        matched = hit
         low, high = 1, len(tokens)  # the fewest tokens whose text holds the stop string (it grows with them)
         while low < high:
             mid = (low + high) // 2
@@ -302,7 +302,7 @@ async def _stream(job: Job, future: Future, tokenizer):
         if tokenizer.eos_token_id in so_far:
             so_far = so_far[: so_far.index(tokenizer.eos_token_id)]
         so_far = so_far[: job.max_new_tokens]
-        _, text, _ = cut_at_stop(so_far, tokenizer.decode(so_far, skip_special_tokens=True), job, tokenizer)
+        _, text, _ = stopped_answer(so_far, tokenizer.decode(so_far, skip_special_tokens=True), job, tokenizer)
         chunk = {"text": text, "meta_info": {
             "id": job.rid, "canvas": canvas, "finish_reason": None}}
         yield f"data: {json.dumps(chunk)}\n\n"
