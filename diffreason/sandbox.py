@@ -103,7 +103,7 @@ HIDDEN_DIRS = ("/tmp", "/var/tmp", "/run", "/dev/shm", "/root", "/home")
 # The guard: the first code of the final interpreter (passed with -c). It installs the audit hook, replaces
 # __main__ by a fresh module and runs the program file in it. argv: [-c, config json, program path].
 GUARD = r'''
-import sys, os, json, traceback, types
+import sys, os, json, types
 def _install(cfg):
     import posix
     realpath, fsdecode, isabs, sep = os.path.realpath, os.fsdecode, os.path.isabs, os.sep
@@ -211,15 +211,22 @@ main.__file__ = path
 main.__builtins__ = __builtins__
 sys.modules["__main__"] = main
 sys.argv = [path]
+verdict, ended, SystemExit_ = cfg.get("verdict", "exit"), cfg.get("ended_status"), SystemExit
 try:
     exec(compile(source, path, "exec"), main.__dict__)
 except MemoryError:
     try:
         sys.stdout.flush()
     finally:
-        traceback.print_exc()
+        sys.__excepthook__(*sys.exc_info())
         sys.stderr.flush()
         os._exit(86)
+except SystemExit as e:
+    if verdict == "end" and e.code in (None, 0):
+        raise SystemExit_(ended)
+    raise
+if verdict != "exit":
+    raise SystemExit_(ended)
 '''
 
 
@@ -232,6 +239,7 @@ def _launch(cfg: dict) -> int:
     import ctypes
     import resource
     import select  # noqa: F401 - imported here: pid 1 may no longer reach the standard library by the time it needs it
+    import signal
 
     status_fd = cfg["status_fd"]
     os.set_inheritable(status_fd, False)
@@ -530,7 +538,8 @@ def _launch(cfg: dict) -> int:
         fork_budget = int(lim["fork_budget"])
         prot["nproc"] = (f"RLIMIT_NPROC cannot bind uid 0; audit-hook fork budget {fork_budget} "
                          f"(at most {2 ** fork_budget} processes)")
-    guard_cfg = {"workdir": workdir, "fork_budget": fork_budget, "audit_hook": cfg["audit_hook"]}
+    guard_cfg = {"workdir": workdir, "fork_budget": fork_budget, "audit_hook": cfg["audit_hook"],
+                 "verdict": cfg["verdict"], "ended_status": cfg["ended_status"]}
     prot["audit_hook"] = "on" if cfg["audit_hook"] else "off"
 
     def final_exec(lifeline_r=None):
@@ -585,6 +594,9 @@ def _launch(cfg: dict) -> int:
     init = os.fork()
     if init == 0:
         try:
+            # The kernel drops signals a namespace's init has no handler for when they come from inside it: with
+            # Python's own SIGINT handler gone, the code (same uid in "userns") cannot interrupt its init.
+            signal.signal(signal.SIGINT, signal.SIG_DFL)
             os.close(lifeline_w)
             libc.prctl(PR_SET_PDEATHSIG, 9, 0, 0, 0)  # the launcher killed (timeout) -> init killed -> all killed
             if select.select([lifeline_r], [], [], 0)[0]:
@@ -642,10 +654,11 @@ import tempfile  # noqa: E402
 import time  # noqa: E402
 from typing import Mapping  # noqa: E402
 
-__all__ = ["Limits", "SandboxResult", "SandboxError", "run_python", "ISOLATIONS", "STATUSES"]
+__all__ = ["Limits", "SandboxResult", "SandboxError", "run_python", "ISOLATIONS", "STATUSES", "VERDICTS"]
 
 ISOLATIONS = ("auto", "namespaces", "userns", "none")
 STATUSES = ("passed", "failed", "timeout", "memory", "crashed", "killed")
+VERDICTS = ("exit", "end", "last")
 TOKEN_VAR = "DIFFREASON_SANDBOX_RUN"
 
 
@@ -670,7 +683,8 @@ class Limits:
 
 @dataclasses.dataclass
 class SandboxResult:
-    """How a run ended. `status`: passed (exit 0), failed (other exit status), timeout (wall clock or CPU limit),
+    """How a run ended. `status`: passed (exit 0; under `run_python`'s verdicts "end" and "last", having run to the
+    end of the program too), failed (other exit status, or left early), timeout (wall clock or CPU limit),
     memory (MemoryError), crashed (a fatal signal such as SIGSEGV/SIGABRT), killed (SIGKILL or another signal
     nobody here sent, e.g. the file-size limit or the OOM killer). `reason` says more where there is more."""
 
@@ -728,18 +742,71 @@ def _kill_tagged(token: str, rounds: int = 20) -> None:
 
 
 def _rmtree(path: str) -> None:
-    def onerror(func, p, exc):  # a directory the code made unwritable or unsearchable
+    """Remove a run's working directory however the code left it (never raises: it runs in a `finally`)."""
+    try:
+        _remove_tree(path)
+    except Exception:  # noqa: BLE001 - what is left is removed below as far as it can be
+        pass
+    if os.path.lexists(path):
         try:
-            os.chmod(os.path.dirname(p), stat.S_IRWXU)
-            if os.path.isdir(p) and not os.path.islink(p):
-                os.chmod(p, stat.S_IRWXU)
-            func(p)
-        except OSError:
+            shutil.rmtree(path, ignore_errors=True)
+        except Exception:  # noqa: BLE001 - (RecursionError) a leftover directory, not a lost verdict
             pass
 
-    shutil.rmtree(path, onerror=onerror)
-    if os.path.exists(path):
-        shutil.rmtree(path, ignore_errors=True)
+
+def _remove_tree(path: str) -> None:
+    """Iterative, by descriptors relative to their directory: no recursion limit and no path-length limit however
+    deep the tree; a directory the code made unreadable or unwritable is opened up first (it is the run's own:
+    the code is dead by now), and nothing above `path` is ever touched."""
+    flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+
+    def enter(name: str, dir_fd: int | None) -> int:
+        try:
+            fd = os.open(name, flags, dir_fd=dir_fd)
+        except PermissionError:
+            os.chmod(name, stat.S_IRWXU, dir_fd=dir_fd)
+            fd = os.open(name, flags, dir_fd=dir_fd)
+        try:
+            os.fchmod(fd, stat.S_IRWXU)  # writable and searchable, to empty it
+        except OSError:
+            pass
+        return fd
+
+    def empty_files(fd: int) -> list[str]:
+        """Unlink what is not a directory; the subdirectories left."""
+        subdirs = []
+        for name in os.listdir(fd):
+            try:
+                os.unlink(name, dir_fd=fd)
+            except IsADirectoryError:
+                subdirs.append(name)
+            except FileNotFoundError:
+                pass
+        return subdirs
+
+    fd = enter(path, None)
+    names: list[str] = []  # the path from `path` down to the directory `fd` is open on
+    pending = [empty_files(fd)]  # per level, the subdirectories still to remove
+    try:
+        while True:
+            if pending[-1]:
+                name = pending[-1].pop()
+                child = enter(name, fd)
+                os.close(fd)
+                fd = child
+                names.append(name)
+                pending.append(empty_files(fd))
+                continue
+            pending.pop()
+            if not names:
+                break
+            parent = os.open("..", flags, dir_fd=fd)
+            os.close(fd)
+            fd = parent
+            os.rmdir(names.pop(), dir_fd=fd)
+    finally:
+        os.close(fd)
+    os.rmdir(path)
 
 
 class _Capped:
@@ -773,6 +840,7 @@ def run_python(
     stdin: bytes | str | None = None,
     files: Mapping[str, str | bytes] | None = None,
     python: str | None = None,
+    verdict: str = "exit",
 ) -> SandboxResult:
     """Run `code` (a Python program) in a sandboxed child process and say how it ended; see the module docstring.
 
@@ -780,9 +848,17 @@ def run_python(
     "namespaces" / "userns" / "none" ("auto"), or asks for one; a mode the OS refuses falls back to "none" and the
     result's `isolation` and `protections` say so. `audit_hook=False` leaves only the OS layer (refused for
     isolation "none", where the hook is the only wall). Raises SandboxError when the sandbox could not start the code.
+
+    `verdict` says what passing is (`VERDICTS`): "exit", exit status 0; "end", the program ran to its last statement,
+    or ended with `SystemExit` of status 0 as `unittest.main()` does (an `os._exit(0)` or an exit from an exit hook or
+    `sys.excepthook` is a failure); "last", it ran to its last statement (any `SystemExit` fails: a test program
+    whose checks come last, as HumanEval's). With "end" and "last" the guard signals the end with a status drawn per
+    run, which the code is not told, so code that leaves early with status 0 cannot pass by accident.
     """
     if isolation not in ISOLATIONS:
         raise ValueError(f"isolation must be one of {ISOLATIONS}, not {isolation!r}")
+    if verdict not in VERDICTS:
+        raise ValueError(f"verdict must be one of {VERDICTS}, not {verdict!r}")
     if not audit_hook and isolation == "none":
         raise ValueError("audit_hook=False needs a namespace isolation: in 'none' the hook is the only wall")
     limits = limits or Limits()
@@ -802,12 +878,16 @@ def run_python(
             os.makedirs(os.path.dirname(target), exist_ok=True)
             with open(target, "wb") as f:
                 f.write(content.encode() if isinstance(content, str) else content)
+        # the status the guard exits with when the program ran to its end (verdicts "end" and "last"): drawn per
+        # run, away from 0-2, the guard's and launcher's own statuses and 126-128+ (shells, signals)
+        ended_status = 100 + secrets.randbelow(20) if verdict != "exit" else None
         if os.geteuid() == 0:  # a fresh uid the launcher may drop to (it chowns the directory if it does)
             run_uid = 100_000 + secrets.randbelow(1_000_000_000)
         status_r, status_w = os.pipe()
         cfg = {
             "workdir": workdir, "program": program, "python": python, "status_fd": status_w,
             "isolation": isolation, "audit_hook": audit_hook, "run_uid": run_uid, "expose": _python_exposed(python),
+            "verdict": verdict, "ended_status": ended_status,
             "limits": dict(dataclasses.asdict(limits), cpu_s=cpu_s),
         }
         env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": workdir, "TMPDIR": workdir, "LANG": "C.UTF-8",
@@ -825,12 +905,12 @@ def run_python(
             raise SandboxError(f"the sandbox could not start {python}: {e}") from e
         finally:
             os.close(status_w)
-        return _supervise(proc, status_r, stdin, timeout, limits, start, token)
+        return _supervise(proc, status_r, stdin, timeout, limits, start, token, ended_status)
     finally:
         _rmtree(workdir)
 
 
-def _supervise(proc, status_r, stdin, timeout, limits, start, token) -> SandboxResult:
+def _supervise(proc, status_r, stdin, timeout, limits, start, token, ended_status) -> SandboxResult:
     out, err, status_buf = _Capped(limits.max_output), _Capped(limits.max_output), bytearray()
     sel = selectors.DefaultSelector()
     sel.register(proc.stdout, selectors.EVENT_READ, out)
@@ -949,8 +1029,13 @@ def _supervise(proc, status_r, stdin, timeout, limits, start, token) -> SandboxR
         reason = name + (" (file size limit)" if sig == signal.SIGXFSZ else "")
     elif code == MEMORY_EXIT and "MemoryError" in err.text():
         status, reason = "memory", f"MemoryError (address space {limits.memory_mb} MiB)"
-    elif code == 0:
+    elif ended_status is not None and code == ended_status:
+        status, code = "passed", 0
+    elif code == 0 and ended_status is None:
         status = "passed"
+    elif code == 0:
+        status, reason = "failed", ("left before the end of the program with status 0 (os._exit, sys.exit, or an "
+                                    "exit hook)")
     else:
         status = "failed"
         if error:

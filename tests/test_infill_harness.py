@@ -89,6 +89,12 @@ def test_canonical_solutions_pass_and_wrong_completions_fail():
     assert not wrong.passed and wrong.status == "failed" and "AssertionError" in wrong.result.stderr
     hang = check_program(task, "    for idx, elem in enumerate(numbers):\n        while True: pass\n", timeout=1)
     assert hang.status == "timeout"
+    # a fill that leaves before the checks with status 0 fails, as in human-eval-infilling
+    leaves = ("import os; os._exit(0)", "raise SystemExit(0)",
+              "__import__('atexit').register(__import__('os')._exit, 0)")
+    for leave in leaves:
+        check = check_program(task, f"    {leave}\n    for idx, elem in enumerate(numbers[1:]):\n", timeout=10)
+        assert not check.passed and check.status == "failed", (leave, check.result)
 
 
 def test_harness_command_on_a_file(tmp_path, capsys):

@@ -71,6 +71,32 @@ def test_passing_and_failing_programs(sandbox):
     assert r.status == "failed" and "SyntaxError" in r.stderr
 
 
+EARLY_EXITS = ["import os\nos._exit(0)", "raise SystemExit(0)", "import sys\nsys.exit()",
+               "import atexit, os\natexit.register(os._exit, 0)\nassert False",
+               "import sys, os\nsys.excepthook = lambda *a: os._exit(0)\nassert False"]
+
+
+def test_verdicts_see_through_early_exits(sandbox):
+    # verdict "exit" judges the status; "last" and "end" only pass a program that ran to its end
+    for code in EARLY_EXITS:
+        assert sandbox(code).status == "passed", code
+        r = sandbox(code + "\nprint('the checks')", verdict="last")
+        assert (r.status, r.exit_code) == ("failed", 0) and "left before the end" in r.reason, (code, r)
+        assert "the checks" not in r.stdout
+    for verdict in ("end", "last"):
+        r = sandbox("print('ran')", verdict=verdict)
+        assert (r.status, r.exit_code, r.stdout) == ("passed", 0, "ran\n")
+        assert sandbox("assert 1 == 2", verdict=verdict).status == "failed"
+        assert sandbox("raise SystemExit(3)", verdict=verdict).exit_code == 3
+    # unittest.main() ends a test file with SystemExit(0): a pass for "end", not for "last"
+    tests = "import unittest\nclass T(unittest.TestCase):\n    def test(self):\n        self.assertEqual(%s, 2)\n" \
+            "unittest.main()\n"
+    assert sandbox(tests % "1 + 1", verdict="end").status == "passed"
+    assert sandbox(tests % "1 + 2", verdict="end").status == "failed"
+    assert sandbox(tests % "1 + 1", verdict="last").status == "failed"
+    assert sandbox(tests % "__import__('os')._exit(0)", verdict="end").status == "failed"
+
+
 def test_stdin_files_and_writes_inside_the_workdir(sandbox):
     code = """
         import sys, os
@@ -102,6 +128,27 @@ def test_environment_is_scrubbed_and_workdir_removed(sandbox, monkeypatch):
     assert seen["env"]["HOME"] == seen["cwd"]
     assert seen["flags"] == [1, 1]
     assert not os.path.exists(seen["cwd"])
+
+
+TANGLED_TREE = """
+import os
+top = os.getcwd()
+os.mkdir("locked"); open("locked/f", "w").write("x"); os.chmod("locked", 0)
+os.mkdir("readonly"); open("readonly/f", "w").write("x"); os.chmod("readonly", 0o500)
+os.symlink("/", "root_link")
+for i in range(1100):  # deeper than Python's recursion limit
+    os.mkdir("d"); os.chdir("d")
+open("deepest", "w").write("x")
+print(top)
+"""
+
+
+def test_workdir_removed_however_the_code_left_it(sandbox):
+    before = os.stat(tempfile.gettempdir()).st_mode
+    r = sandbox(TANGLED_TREE)
+    assert r.passed, r.stderr
+    assert not os.path.lexists(r.stdout.strip())
+    assert os.stat(tempfile.gettempdir()).st_mode == before and os.path.isdir("/usr/bin")
 
 
 def test_protections_are_reported(sandbox):
@@ -290,12 +337,31 @@ def test_cannot_kill_the_parent(sandbox):
         assert "parent refused" in r.stdout and "everyone (probe) refused" in r.stdout
 
 
+def test_code_cannot_interrupt_its_init(sandbox):
+    if sandbox.mode == "none":
+        pytest.skip("no init of its own: pid 1 is the machine's")
+    code = """
+        import os, signal, time
+        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGUSR1):
+            try:
+                signal.pidfd_send_signal(os.pidfd_open(1), sig)
+            except OSError as e:
+                print("refused", e.errno)
+        time.sleep(0.3)
+        print("alive")
+    """
+    r = sandbox(code)
+    assert r.passed and "alive" in r.stdout, r
+
+
 # -- API -------------------------------------------------------------------------------------------------------------
 
 
 def test_bad_arguments():
     with pytest.raises(ValueError):
         run_python("pass", isolation="bogus")
+    with pytest.raises(ValueError, match="verdict"):
+        run_python("pass", verdict="zero")
     with pytest.raises(ValueError):
         run_python("pass", isolation="none", audit_hook=False)
     with pytest.raises(ValueError):
@@ -307,8 +373,9 @@ def test_bad_arguments():
 # -- as an unprivileged user -----------------------------------------------------------------------------------------
 
 UNPRIVILEGED_SCRIPT = r"""
-import json, sys
+import json, os, sys
 from diffreason.sandbox import run_python, Limits, _tagged_processes
+TANGLED_TREE = """ + repr(TANGLED_TREE) + r"""
 out = {}
 for mode in ("auto", "none"):
     rows = {}
@@ -324,6 +391,8 @@ for mode in ("auto", "none"):
     rows["socket"] = [r.status]
     r = run_python("open(%r, 'w').write('x')" % sys.argv[1], isolation=mode)
     rows["write"] = [r.status]
+    r = run_python(TANGLED_TREE, isolation=mode)
+    rows["tree"] = [r.status, os.path.lexists(r.stdout.strip())]
     out[mode] = rows
 print(json.dumps(out))
 """
@@ -386,6 +455,7 @@ def test_unprivileged_user():
             assert rows["hello"][:2] == ["passed", "hi\n"], (mode, rows)
             assert rows["loop"] == ["timeout"] and rows["bomb"] == ["timeout", []], (mode, rows)
             assert rows["socket"] == ["failed"] and rows["write"] == ["failed"], (mode, rows)
+            assert rows["tree"] == ["passed", False], (mode, rows)
             assert rows["hello"][3].startswith("RLIMIT_NPROC"), (mode, rows)  # binds for a non-root uid
         assert out["none"]["hello"][2] == "none"
         # "auto" takes a user namespace where the kernel allows unprivileged ones

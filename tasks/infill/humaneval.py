@@ -7,7 +7,8 @@ canonical_solution (the reference infill) and test (a `check(candidate)` functio
 
     prompt + completion + suffix + "\\n" + test + "\\ncheck(" + entry_point + ")"
 
-runs without error — the same program as human-eval-infilling's `check_correctness`, but run by
+runs to its end without error — the same program and verdict as human-eval-infilling's `check_correctness` (which
+counts a `SystemExit` or an `os._exit` before the checks as a failure: here `run_python(verdict="last")`), but run by
 `diffreason.sandbox.run_python` (a separate process with OS-level limits and isolation) instead of a multiprocessing
 child guarded in-process.
 """
@@ -109,5 +110,6 @@ def assemble_program(task: InfillTask, completion: str) -> str:
 def check_program(task: InfillTask, completion: str, timeout: float = 10.0, limits: Limits | None = None,
                   **sandbox_options) -> InfillCheck:
     """Run the task's tests on `completion` in the sandbox (`sandbox_options` go to `run_python`)."""
+    sandbox_options.setdefault("verdict", "last")  # checks come last: a program that exits before them fails
     result = run_python(assemble_program(task, completion), timeout=timeout, limits=limits, **sandbox_options)
     return InfillCheck(task_id=task.task_id, passed=result.passed, status=result.status, result=result)

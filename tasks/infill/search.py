@@ -427,7 +427,9 @@ def _length_why(c: Candidate, others: list[Candidate], mode: str, last: bool) ->
 def _run_tests(code: str, tests: str, timeout: float, isolation: str):
     from diffreason.sandbox import run_python
 
-    return run_python(code + "\n\n" + tests + "\n", timeout=timeout, isolation=isolation)
+    # the tests pass when they run to their end (or `unittest.main()` ends them with status 0); a candidate that
+    # exits early with status 0 does not pass
+    return run_python(code + "\n\n" + tests + "\n", timeout=timeout, isolation=isolation, verdict="end")
 
 
 def _choose(code: InfillCode, ranking: list[Sample], tests, mode,
