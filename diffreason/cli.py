@@ -984,9 +984,10 @@ def _eval_command(name: str) -> str:
     return shlex.join(["diffreason", "eval", name, *sys.argv[3:]])
 
 
-def _puzzle_sets(spec: str, n: int) -> dict[str, list[list[int]]]:
-    """--puzzles: each file's first `n` answerable puzzles, named by the file's stem; a puzzle that cannot be read or
-    has no solution is a warning line (the others are evaluated); a file with none is an error."""
+def _puzzle_sets(spec: str, n: int, tiers: list[str]) -> dict[str, list[list[int]]]:
+    """--puzzles: each file's first `n` answerable puzzles, named by the file's stem (by its name where the stem is a
+    tier of `tiers` or another file's; then primed); a puzzle that cannot be read or has no solution is a warning
+    line (the others are evaluated); a file with none is an error."""
     from diffreason.tasks import sudoku
 
     sets: dict[str, list[list[int]]] = {}
@@ -1002,8 +1003,8 @@ def _puzzle_sets(spec: str, n: int) -> dict[str, list[list[int]]]:
             _stderr_line(f"warning: {source}: {len(bad) - 5} more puzzles skipped")
         if not good:
             raise DiffreasonError(f"--puzzles {name!r} holds no puzzle that can be answered")
-        key = path.stem
-        while key in sets:
+        key = path.stem if path.stem not in sets and path.stem not in tiers else path.name
+        while key in sets or key in tiers:
             key += "'"
         sets[key] = good
     return sets
@@ -1049,7 +1050,7 @@ def eval_sudoku(
     budgets = budgets if budgets is not None else ("" if endpoint else "12,24,48")
     tier_list = list(dict.fromkeys(t.strip() for t in tiers.split(",") if t.strip()))
     mode_list = list(dict.fromkeys(m.strip() for m in modes.split(",") if m.strip()))
-    puzzle_sets = _puzzle_sets(puzzle_files, n) if puzzle_files else {}
+    puzzle_sets = _puzzle_sets(puzzle_files, n, tier_list) if puzzle_files else {}
     if not tier_list and not puzzle_sets:
         raise DiffreasonError(f"--tiers names no tier; give some of {', '.join(sudoku.TIERS)} (or --puzzles FILE)")
     if not mode_list:
@@ -1294,7 +1295,8 @@ def infill_cmd(
     file: Path = typer.Argument(..., help="a Python file with holes marked <|hole|> (or <|hole:N|>: at most N "
                                 "tokens); a marker alone on its line is whole lines, elsewhere text within the line"),
     tests: Path = typer.Option(None, "--tests", help="a Python file run after the filled code, in the sandbox (never "
-                               "in this process); it passes when the program exits 0"),
+                               "in this process); it passes when the program runs to its end without error "
+                               "(unittest.main() may end it)"),
     mode: str = typer.Option("model", "--mode", help="model: the top-scoring sample; verified: the first, best "
                              "first, whose code parses and passes --tests"),
     samples: int = typer.Option(1, "--samples", "-k", help="K samples (seeds SEED .. SEED+K-1), run as one batch with "
@@ -1325,7 +1327,7 @@ def infill_cmd(
     _check_infill_options(mode, samples, max_hole_tokens, seed, steps, timeout, threads)
     _check_dtype(dtype)
     model, canvas = _code_model_dir(model)
-    code = parse_code(read_code_file(file), max_marker_tokens=canvas)
+    code = parse_code(read_code_file(file, keep_bom=True), max_marker_tokens=canvas)
     if max_hole_tokens > canvas:
         raise DiffreasonError(f"--max-hole-tokens {max_hole_tokens} is longer than the model's canvas ({canvas} "
                               "tokens): a hole must fit one canvas")
@@ -1536,10 +1538,14 @@ def eval_suite(
 
             suites.run(suite, seed, results, done, models, progress, items=items)
     except KeyboardInterrupt:
-        raise Interrupted(f"the finished items are kept in {results.path}; the same command continues the suite") \
-            from None
-    head, lines = results.read()
-    _write_suite_report(suites, out, head, lines)
+        again = "the same command without --restart" if restart else "the same command"
+        raise Interrupted(f"the finished items are kept in {results.path}; {again} continues the suite") from None
+    try:
+        head, lines = results.read()
+        _write_suite_report(suites, out, head, lines)
+    except KeyboardInterrupt:
+        raise Interrupted(f"while writing the report; every item is in {results.path} (`diffreason eval suite "
+                          f"--report-only --out {out}` writes the report)") from None
 
 
 def _write_suite_report(suites, out: Path, head: dict, lines: list[dict]) -> None:

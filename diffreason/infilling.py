@@ -15,8 +15,10 @@ top-scoring of K samples (the hole-length search runs inside each); `mode="verif
 code parses and passes the tests. The template, the layout, the search and the checks:
 `diffreason.tasks.infill.search` and `diffreason.tasks.infill.grammar`.
 
-Line endings are read as Python reads source (`\r\n` and a lone `\r` end a line, as `\n` does); code given with
-`\r\n` gets its filled code and fills back with `\r\n` (`InfillCode.newline`; the samples' records keep `\n`).
+Line endings are read as Python reads source (`\r\n` and a lone `\r` end a line, as `\n` does; a leading byte order
+mark is read past); the filled code comes back with everything outside the holes as it was given (each line's own
+end, the mark), and a fill's lines end as its hole's line did (`InfillCode.written`; the samples' records keep
+`\n`).
 """
 
 from __future__ import annotations

@@ -41,10 +41,23 @@ to addresses, os.kill/os.killpg outside the process's own process group (and kil
 creating, renaming, removing, chmod/chown/utime of paths outside the working directory (realpath, so symlinks are
 followed), os.open for writing with a relative path (its dir_fd is invisible to the hook), exec/spawn/system/
 subprocess (a new interpreter would not carry the hook), ctypes and the modules that bypass the audited APIs
-(_posixsubprocess, _ctypes), and the gc introspection that could reach the hook; where RLIMIT_NPROC cannot bind it
-also allows each process only `fork_budget` minus its inherited count of os.fork calls, which bounds the whole
-process tree at 2**fork_budget. An audit hook is not a security boundary by itself (C code and races get past it);
-it is the second wall. The OS layer works without it (`audit_hook=False`, tested in the namespace modes).
+(_posixsubprocess, _ctypes), the gc introspection that could reach the hook, tracing and profiling hooks, replacing
+a function's code (and the defaults of the hook's helpers), prlimit of other processes and sqlite databases outside
+the working directory; where RLIMIT_NPROC cannot bind it also allows each process only `fork_budget` minus its
+inherited count of os.fork calls, which bounds the whole process tree at 2**fork_budget. Calls that reach outside
+without raising an audit event (mkfifo, mknod, pidfd_open, pidfd_send_signal, memfd_create) are taken out of their
+modules. The hook decides from C calls and str methods only, with everything it reads bound as default arguments
+(no module global, builtin or Python-level function a program could patch, no closure cell to rewrite), so what a
+refusal's traceback shows of it cannot be turned against it. An audit hook is still not a security boundary by
+itself (a program written against it can rebuild a module, C code and races get past it); it is the second wall. The
+OS layer works without it (`audit_hook=False`, tested in the namespace modes).
+
+Not bounded: the total a run writes into its working directory (each file is capped by `file_size_mb`; the directory
+lives in the host's temporary folder, with no quota) and what it reads — the file system minus the hidden folders.
+
+The verdict (`run_python(verdict=...)`): "exit" passes exit status 0; "end" and "last" pass only a program that ran
+to its end (the guard then exits with a status drawn per run), so an `os._exit(0)`, an early `SystemExit` or an exit
+hook does not pass a test program ("end" takes `SystemExit(0)`, as `unittest.main()` ends, "last" does not).
 
 What was compared (at hand here: /usr/bin/unshare, prlimit, setpriv, systemd-run; in Debian's archive: bubblewrap,
 firejail; not packaged: nsjail; on PyPI: pyseccomp, which needs libseccomp and only filters syscalls):
@@ -69,7 +82,8 @@ move_mount, mount_setattr, prctl; os: setres[ug]id, fork, exec; resource: rlimit
 start per run (a whole run of a small program takes ~0.1 s here), each step tried and reported, the same code as
 root (CI) and as a user (user namespaces),
 and a clear report of what held where a step is refused. No cgroups: the machine's cgroup tree is not ours to edit,
-so the total memory of a run is bounded by nproc x address space, not by one cap (keep both small).
+so the total memory of a run is bounded by nproc x address space (plus open files x file size in the working
+directory), not by one cap (keep them small).
 """
 
 from __future__ import annotations
@@ -105,99 +119,162 @@ HIDDEN_DIRS = ("/tmp", "/var/tmp", "/run", "/dev/shm", "/root", "/home")
 GUARD = r'''
 import sys, os, json, types
 def _install(cfg):
-    import posix
-    realpath, fsdecode, isabs, sep = os.path.realpath, os.fsdecode, os.path.isabs, os.sep
-    getpgid, getpgrp = os.getpgid, os.getpgrp
+    # Everything the hook reads is bound as a default argument: no module global, no builtin and no Python-level
+    # function another module could patch is consulted while it decides (it calls C functions and str methods only),
+    # no closure cell could be rewritten, and no mutable table could be emptied.
+    import posix, itertools, signal, _signal
+
+    def realpath(path, lstat=posix.lstat, readlink=posix.readlink, getcwd=posix.getcwd, OSError=OSError):
+        # os.path.realpath from C calls only; a missing component is taken as it is. A relative path starts from
+        # the working directory, which getcwd gives with its links resolved.
+        done = "" if path.startswith("/") else getcwd().rstrip("/")
+        todo, links = path.split("/")[::-1], 0
+        while todo:
+            part = todo.pop()
+            if part == "" or part == ".":
+                continue
+            if part == "..":
+                done = done[:done.rfind("/")]
+                continue
+            step = done + "/" + part
+            try:
+                mode = lstat(step).st_mode
+            except OSError:
+                done = step
+                continue
+            if mode & 0o170000 != 0o120000 or links >= 40:
+                done = step
+                continue
+            links += 1
+            target = readlink(step)
+            if target.startswith("/"):
+                done = ""
+            todo.extend(target.split("/")[::-1])
+        return done or "/"
+
     wd = realpath(cfg["workdir"])
-    writable = (wd,)
-    devices = frozenset(("/dev/null", "/dev/zero", "/dev/full", "/dev/stdout", "/dev/stderr", "/dev/tty"))
-    WRITE = os.O_WRONLY | os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_TRUNC
-    AF_UNIX = 1
-    budget = cfg.get("fork_budget")
-    forks = [0]
-    refused_events = frozenset((
-        "os.exec", "os.posix_spawn", "os.spawn", "os.system", "subprocess.Popen", "os.startfile", "pty.spawn",
-        "gc.get_objects", "gc.get_referrers", "gc.get_referents", "socket.getaddrinfo", "socket.gethostbyname",
-        "socket.gethostbyaddr", "socket.getnameinfo", "socket.sethostname", "os.forkpty", "os.chroot",
-    ))
-    refused_modules = frozenset(("_posixsubprocess", "_ctypes", "ctypes", "_xxsubinterpreters", "_testcapi",
-                                 "_testinternalcapi"))
-    path_events = {  # event -> indices of path arguments that get written/changed, index of dir_fd (or None)
-        "os.rename": ((0, 1), (2, 3)), "os.remove": ((0,), (1,)), "os.rmdir": ((0,), (1,)),
-        "os.mkdir": ((0,), (2,)), "os.link": ((0, 1), (2, 3)), "os.symlink": ((1,), (2,)),
-        "os.truncate": ((0,), ()), "os.chmod": ((0,), (2,)), "os.chown": ((0,), (3,)), "os.utime": ((0,), (3,)),
-        "os.chflags": ((0,), ()), "os.lchflags": ((0,), ()), "os.lchmod": ((0,), ()), "os.setxattr": ((0,), ()),
-        "os.removexattr": ((0,), ()), "shutil.rmtree": ((0,), ()),
-    }
 
-    def refuse(what):
-        raise PermissionError("sandbox: " + what + " is not allowed")
-
-    def inside(path, allow_devices=True):
-        if isinstance(path, int):  # an open file descriptor: what it names was checked when it was opened
+    def inside(path, allow_devices=True, wd=wd, sub=wd + "/", realpath=realpath, type=type, str=str, bytes=bytes,
+               int=int, devices=frozenset(("/dev/null", "/dev/zero", "/dev/full", "/dev/stdout", "/dev/stderr",
+                                           "/dev/tty"))):
+        kind = type(path)
+        if kind is int:  # an open file descriptor: what it names was checked when it was opened
             return True
-        p = realpath(fsdecode(path))
-        return p == wd or p.startswith(wd + sep) or (allow_devices and p in devices)
+        if kind is bytes:
+            path = path.decode("utf-8", "surrogateescape")
+        elif kind is not str:  # (the audited calls pass str / bytes; anything else is refused)
+            return False
+        p = realpath(path)
+        return p == wd or p.startswith(sub) or (allow_devices and p in devices)
 
-    def hook(event, args):
+    budget = cfg.get("fork_budget")
+
+    def hook(event, args, inside=inside, realpath=realpath, type=type, str=str, bytes=bytes, int=int, len=len,
+             repr=repr, next=next, PermissionError=PermissionError, BlockingIOError=BlockingIOError, OSError=OSError,
+             getpgid=posix.getpgid, getpgrp=posix.getpgrp, getpid=posix.getpid,
+             WRITE=os.O_WRONLY | os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_TRUNC, AF_UNIX=1,
+             budget=budget, forks=itertools.count(1),
+             refused_events=frozenset((
+                 "os.exec", "os.posix_spawn", "os.spawn", "os.system", "subprocess.Popen", "os.startfile",
+                 "pty.spawn", "gc.get_objects", "gc.get_referrers", "gc.get_referents", "socket.getaddrinfo",
+                 "socket.gethostbyname", "socket.gethostbyaddr", "socket.getnameinfo", "socket.sethostname",
+                 "os.forkpty", "os.chroot", "sys.settrace", "sys.setprofile", "sys._current_frames",
+             )),
+             refused_modules=frozenset(("_posixsubprocess", "_ctypes", "ctypes", "_xxsubinterpreters", "_testcapi",
+                                        "_testinternalcapi")),
+             code_attrs=frozenset(("__code__", "__defaults__", "__kwdefaults__")),
+             # event -> indices of path arguments that get written/changed, indices of dir_fd arguments
+             path_events=(
+                 ("os.rename", (0, 1), (2, 3)), ("os.remove", (0,), (1,)), ("os.rmdir", (0,), (1,)),
+                 ("os.mkdir", (0,), (2,)), ("os.link", (0, 1), (2, 3)), ("os.symlink", (1,), (2,)),
+                 ("os.truncate", (0,), ()), ("os.chmod", (0,), (2,)), ("os.chown", (0,), (3,)),
+                 ("os.utime", (0,), (3,)), ("os.chflags", (0,), ()), ("os.lchflags", (0,), ()),
+                 ("os.lchmod", (0,), ()), ("os.setxattr", (0,), ()), ("os.removexattr", (0,), ()),
+                 ("shutil.rmtree", (0,), ()),
+             )):
         if event == "open":
             path, mode, flags = args
             if path is None:
                 return
-            writing = bool(flags & WRITE) if isinstance(flags, int) else False
-            if isinstance(mode, str):
-                writing = writing or any(c in mode for c in "wax+")
+            writing = type(flags) is int and flags & WRITE != 0
+            if type(mode) is str:
+                writing = writing or "w" in mode or "a" in mode or "x" in mode or "+" in mode
             if writing:
-                if mode is None and not isinstance(path, int) and not isabs(fsdecode(path)):
-                    refuse("os.open for writing with a relative path")
+                if mode is None and type(path) is not int and not (
+                        (type(path) is str and path.startswith("/"))
+                        or (type(path) is bytes and path.startswith(b"/"))):
+                    raise PermissionError("sandbox: os.open for writing with a relative path is not allowed")
                 if not inside(path):
-                    refuse("writing " + repr(path))
-        elif event in path_events:
-            paths, dirfds = path_events[event]
-            for i in dirfds:
-                if i < len(args) and args[i] not in (None, -1, -100):
-                    refuse(event + " with dir_fd")
-            for i in paths:
-                if i < len(args) and args[i] is not None and not inside(args[i], allow_devices=False):
-                    refuse(event + " of " + repr(args[i]))
-        elif event == "os.kill":
+                    raise PermissionError("sandbox: writing " + repr(path) + " is not allowed")
+            return
+        for name, paths, dirfds in path_events:
+            if event == name:
+                for i in dirfds:
+                    if i < len(args) and args[i] is not None and args[i] != -1 and args[i] != -100:
+                        raise PermissionError("sandbox: " + event + " with dir_fd is not allowed")
+                for i in paths:
+                    if i < len(args) and args[i] is not None and not inside(args[i], False):
+                        raise PermissionError("sandbox: " + event + " of " + repr(args[i]) + " is not allowed")
+                return
+        if event == "os.kill":
             pid = args[0]
-            if pid == 0 or pid == os.getpid():
+            if pid == 0 or pid == getpid():
                 return
             if pid == -1:
-                refuse("kill(-1)")
+                raise PermissionError("sandbox: kill(-1) is not allowed")
             if pid < -1:
                 if -pid != getpgrp():
-                    refuse("signalling process group %d" % -pid)
+                    raise PermissionError("sandbox: signalling process group " + repr(-pid) + " is not allowed")
                 return
             try:
                 same = getpgid(pid) == getpgrp()
             except OSError:
                 same = False
             if not same:
-                refuse("signalling pid %d outside the sandbox's process group" % pid)
+                raise PermissionError("sandbox: signalling pid " + repr(pid) + " outside the sandbox's process "
+                                      "group is not allowed")
         elif event == "os.killpg":
-            if args[0] not in (0, getpgrp()):
-                refuse("signalling process group %d" % args[0])
+            if args[0] != 0 and args[0] != getpgrp():
+                raise PermissionError("sandbox: signalling process group " + repr(args[0]) + " is not allowed")
         elif event == "os.fork":
-            if budget is not None:
-                if forks[0] >= budget:
-                    raise BlockingIOError(11, "sandbox: fork budget spent")
-                forks[0] += 1
+            if budget is not None and next(forks) > budget:
+                raise BlockingIOError(11, "sandbox: fork budget spent")
         elif event == "socket.__new__":
             if args[1] != AF_UNIX:
-                refuse("a network socket")
-        elif event in ("socket.connect", "socket.bind", "socket.sendto", "socket.sendmsg"):
+                raise PermissionError("sandbox: a network socket is not allowed")
+        elif event == "socket.connect" or event == "socket.bind" or event == "socket.sendto" or \
+                event == "socket.sendmsg":
             addr = args[1]
-            if not isinstance(addr, (str, bytes)) or not addr or not inside(addr, allow_devices=False):
-                refuse(event + " to " + repr(addr))
+            if (type(addr) is not str and type(addr) is not bytes) or not addr or not inside(addr, False):
+                raise PermissionError("sandbox: " + event + " to " + repr(addr) + " is not allowed")
         elif event == "import":
-            if args[0] in refused_modules:
-                refuse("importing " + args[0])
+            if type(args[0]) is not str or args[0] in refused_modules:
+                raise PermissionError("sandbox: importing " + args[0] + " is not allowed")
+        elif event == "object.__setattr__" or event == "object.__delattr__":
+            if type(args[1]) is str and (args[1] == "__code__" or (args[1] in code_attrs and (
+                    args[0] is inside or args[0] is realpath))):
+                raise PermissionError("sandbox: replacing a function's " + args[1] + " is not allowed")
+        elif event == "resource.prlimit":
+            if args[0] != 0 and args[0] != getpid():
+                raise PermissionError("sandbox: prlimit of another process is not allowed")
+        elif event == "sqlite3.connect":
+            db = args[0]
+            if not (type(db) is str and (db == ":memory:" or db == "")) and not (
+                    (type(db) is str or type(db) is bytes) and not db.startswith("file:" if type(db) is str
+                                                                                else b"file:") and inside(db, False)):
+                raise PermissionError("sandbox: a database at " + repr(db) + " is not allowed")
         elif event.startswith("ctypes.") or event in refused_events:
-            refuse(event)
+            raise PermissionError("sandbox: " + event + " is not allowed")
 
     sys.addaudithook(hook)
+    # Calls that raise no audit event and reach outside: gone from their modules (a program written against the
+    # sandbox could rebuild a module; the OS layer is the wall, this is the second one).
+    for module, names in ((os, ("mkfifo", "mknod", "pidfd_open", "memfd_create")),
+                          (posix, ("mkfifo", "mknod", "pidfd_open", "memfd_create")),
+                          (signal, ("pidfd_send_signal",)), (_signal, ("pidfd_send_signal",))):
+        for name in names:
+            if hasattr(module, name):
+                delattr(module, name)
 
 cfg = json.loads(sys.argv[1])
 path = sys.argv[2]

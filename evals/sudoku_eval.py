@@ -64,6 +64,9 @@ def run_eval(
     if not (tiers or puzzle_sets) or not modes:  # (the report's table and plot need one of each)
         raise sudoku.SudokuError(f"the eval needs at least one tier and one mode, got tiers {list(tiers)} and modes "
                                  f"{list(modes)}")
+    clash = sorted(set(tiers) & set(puzzle_sets or {}))
+    if clash:
+        raise sudoku.SudokuError(f"a puzzle set may not be named as a tier it is reported beside: {', '.join(clash)}")
     if remote is not None:
         if list(modes) != ["model"] or budgets or set(samples) != {1}:
             raise sudoku.SudokuError("servers run the plain sampler on their own schedule: --modes model and "

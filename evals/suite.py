@@ -35,6 +35,7 @@ from pathlib import Path
 from diffreason.errors import DiffreasonError
 
 FORMAT = 1  # of results.jsonl's header
+RECORD_KEYS = ("task", "set", "mode", "item")  # what every result line has
 TASKS = {
     "sudoku": ("model", "verified", "autoregressive"),
     "json": ("model", "random"),
@@ -319,6 +320,10 @@ class Items:
     def __len__(self) -> int:
         return self._n if self._list is None else len(self._list)
 
+    @property
+    def from_files(self) -> bool:
+        return self._list is not None
+
     def get(self, k: int) -> tuple[str, object]:
         if self._list is not None:
             return self._list[k]
@@ -381,18 +386,67 @@ def _infill_tasks(entry: Entry) -> list[tuple[str, object]]:
 # ---- results.jsonl ------------------------------------------------------------------------------------------------
 
 
+def items_digest(items: Items) -> str | None:
+    """A digest of what an entry's items are when they come from files (puzzles, schema files' contents, tasks);
+    None for generated puzzles, which the entry and the seed define."""
+    if not items.from_files:
+        return None
+    h = hashlib.sha256()
+    for item_id, payload in items._list:
+        h.update(json.dumps(item_id).encode())
+        if isinstance(payload, Path):  # a schema file: its contents
+            h.update(hashlib.sha256(payload.read_bytes()).digest())
+        elif hasattr(payload, "__dataclass_fields__"):  # an infill task: every field
+            h.update(json.dumps(payload.__dict__, sort_keys=True).encode())
+        else:
+            h.update(json.dumps(payload).encode())
+    return h.hexdigest()[:16]
+
+
+WHOLE_FILE_DIGEST = 64 * 1024 * 1024  # checkpoint files up to this size are digested whole; larger: size and mtime
+
+
+def model_digest(path: str | Path) -> str:
+    """A digest of a checkpoint directory: its small files' contents (config, generation config, tokenizer, weights
+    of the project's sizes), the size and modification time of larger ones."""
+    h = hashlib.sha256()
+    root = Path(path)
+    for f in sorted(p for p in root.rglob("*") if p.is_file()):
+        st = f.stat()
+        h.update(str(f.relative_to(root)).encode() + b"\0")
+        if st.st_size <= WHOLE_FILE_DIGEST:
+            with open(f, "rb") as fh:
+                h.update(hashlib.file_digest(fh, "sha256").digest())
+        else:
+            h.update(f"{st.st_size}:{st.st_mtime_ns}".encode())
+    return h.hexdigest()[:16]
+
+
 def header(suite: Suite, seed: int, models: dict, command: str, items: list[Items]) -> dict:
-    """results.jsonl's first line: what the results are of (`items`: each entry's, for their counts)."""
+    """results.jsonl's first line: what the results are of (`items`: each entry's, for their counts and, for file
+    sets, the digest of what they hold; `models` by role, each digested too)."""
     return {"format": FORMAT, "suite": suite.name, "description": suite.description, "seed": seed,
-            "models": models, "entries": [e.to_dict() for e in suite.entries], "counts": [len(i) for i in items],
-            "command": command}
+            "models": models, "model_digests": {role: model_digest(p) for role, p in models.items()},
+            "entries": [e.to_dict() for e in suite.entries], "counts": [len(i) for i in items],
+            "items": [items_digest(i) for i in items], "command": command}
 
 
 def _differs(old: dict, new: dict) -> str | None:
-    """What makes two headers different runs (None: the same definition; the command does not count)."""
+    """What makes two headers different runs (None: the same definition; the command does not count). A header
+    written before digests were recorded is compared without them."""
     for key, what in (("format", "file format"), ("suite", "suite name"), ("entries", "entries"), ("seed", "seed"),
-                      ("models", "models"), ("counts", "item counts (a puzzle, schema or task file changed?)")):
+                      ("models", "models"), ("counts", "item counts (a puzzle, schema or task file changed?)"),
+                      ("model_digests", "checkpoints"), ("items", "items")):
+        if key in ("model_digests", "items") and key not in old:
+            continue
         if json.loads(json.dumps(old.get(key))) != json.loads(json.dumps(new.get(key))):
+            if key == "items":
+                i = next(i for i, (x, y) in enumerate(zip(old[key], new[key])) if x != y)
+                return f"the items of entry {i + 1} differ (a puzzle, schema or task file changed?)"
+            if key == "model_digests":
+                roles = sorted(r for r in new[key] if old[key].get(r) != new[key][r])
+                return (f"the {' and '.join(roles)} checkpoint's contents differ (retrained or replaced at the same "
+                        "path?)")
             if key == "entries":
                 a, b = old.get("entries") or [], new.get("entries") or []
                 i = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
@@ -422,24 +476,47 @@ class Results:
             with open(self.path, "r+b") as f:
                 f.truncate(len(whole))
         lines = []
-        for i, raw in enumerate(whole.decode("utf-8", "replace").splitlines(), 1):
+        for i, raw in enumerate(whole.decode("utf-8", "replace").split("\n"), 1):
             if not raw.strip():
                 continue
             try:
-                lines.append(json.loads(raw))
+                line = json.loads(raw)
             except ValueError:
                 raise SuiteError(f"{str(self.path)!r} line {i} is not JSON; pass --restart to start the suite "
                                  "afresh") from None
+            if lines and not (isinstance(line, dict) and all(k in line for k in RECORD_KEYS)
+                              and isinstance(line["item"], int)):
+                raise SuiteError(f"{str(self.path)!r} line {i} is not a result record (no "
+                                 f"{', '.join(RECORD_KEYS)}); pass --restart to start the suite afresh") from None
+            lines.append(line)
         if not lines:
             return None, []
-        if not isinstance(lines[0], dict) or "header" not in lines[0]:
+        if not isinstance(lines[0], dict) or not isinstance(lines[0].get("header"), dict):
             raise SuiteError(f"{str(self.path)!r} has no suite header on its first line; pass --restart to start the "
                              "suite afresh, or another --out")
         return lines[0]["header"], lines[1:]
 
+    def lock(self) -> None:
+        """Hold the results file for this process (released when it exits): a second suite writing to the same
+        --out at once would append every item twice."""
+        import fcntl
+
+        if getattr(self, "_lock", None) is not None:
+            return
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._lock = open(self.path.parent / ".results.lock", "a")
+        try:
+            fcntl.flock(self._lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            self._lock.close()
+            self._lock = None
+            raise SuiteError(f"another suite is writing to {str(self.path.parent)!r} now; wait for it, or give "
+                             "another --out") from None
+
     def start(self, new: dict, restart: bool) -> list[dict]:
         """The item lines to continue from (none with `restart` or a new file); a file of another definition is an
-        error unless `restart`."""
+        error unless `restart`. Locks the file for this process first (`lock`)."""
+        self.lock()
         old, lines = (None, []) if restart else self.read(repair=True)
         if old is not None:
             why = _differs(old, new)
@@ -600,7 +677,7 @@ def run(suite: Suite, seed: int, results: Results, done_lines: list[dict], model
     """Every item of the suite not in `done_lines`, chunk by chunk, each chunk's lines appended to `results` as it
     finishes; `progress(entry, total, done)` gives the advance(n) of that entry's bar; `items`: each entry's `Items`
     (made here when not given). Returns the items run."""
-    done = {(line["task"], line["set"], line["mode"], line["item"]) for line in done_lines}
+    done = {(line["task"], line["set"], line["mode"], line["item"]): line.get("id") for line in done_lines}
     ran = 0
     # what `json_eval.run_eval` does for a run over many files, once for the whole suite: the objects of the imports
     # and models leave the collector's generations (a full collection per schema was 0.3 s)
@@ -610,6 +687,13 @@ def run(suite: Suite, seed: int, results: Results, done_lines: list[dict], model
         for entry, its in zip(suite.entries, items or [Items(e) for e in suite.entries]):
             n = len(its)
             have = {k for k in range(n) if (*entry.key, k) in done}
+            # (the header's digests say it already; this is the last word. Generated puzzles are what the entry and
+            # seed make them, and are not generated again to be compared.)
+            for k in sorted(have) if its.from_files else ():
+                if done[(*entry.key, k)] != its.get(k)[0]:
+                    raise SuiteError(f"{str(results.path)!r} holds another item {k} of {entry.task} {entry.set} "
+                                     f"{entry.label} ({done[(*entry.key, k)]!r}, now {its.get(k)[0]!r}); pass "
+                                     "--restart to discard the results, or another --out")
             advance = progress(entry, n, len(have)) if progress else None
             for start in range(0, n, entry.chunk):
                 ks = list(range(start, min(n, start + entry.chunk)))

@@ -98,7 +98,7 @@ def read_puzzles(data: bytes | str) -> list[PuzzleEntry]:
 
     A puzzle is one line of 81 cells, or a 9-line grid: nine consecutive rows of 9 cells, with box separators (`|`,
     `------+-------+------` rows) allowed. Blank lines separate grids. A line whose first non-blank character is `#`
-    is a comment and `# ...` after a puzzle is stripped; a line that holds more than a puzzle (a trailing `// note`,
+    is a comment, skipped (within a grid too), and `# ...` after a puzzle is stripped; a line that holds more than a puzzle (a trailing `// note`,
     a rating, CSV fields) reads its first run of 81 cells (digits and `.`). Bytes are read as UTF-8 line by line (a
     line that is not UTF-8 is an entry with an error; a byte order mark is dropped); lines end at \n, \r\n or \r.
     """
@@ -123,19 +123,36 @@ def read_puzzles(data: bytes | str) -> list[PuzzleEntry]:
             entries.append(_entry(first, text))
         grid.clear()
 
+    # (line number, text or None (not UTF-8), cells, raw bytes, where its UTF-8 breaks)
+    lines: list[tuple[int, str | None, int, bytes, int]] = []
     for n, raw in enumerate(raw_lines, 1):
+        if raw.lstrip().startswith(b"#"):  # a comment line, inside a grid or not
+            continue
         raw = raw.split(b"#", 1)[0]
         try:
             line = raw.decode("utf-8").strip()
         except UnicodeDecodeError as exc:
+            lines.append((n, None, 0, raw, exc.start))
+            continue
+        lines.append((n, line, len(_SEPARATORS.sub("", line)), raw, 0))
+
+    def next_row_cells(i: int) -> int:
+        """Cells of the next line after lines[i] that is not a separator row (0: none)."""
+        for _, line, cells, _, _ in lines[i + 1:]:
+            if line is None or not line or cells:
+                return cells if line else 0
+        return 0
+
+    for i, (n, line, cells, raw, bad_at) in enumerate(lines):
+        if line is None:
             close_grid()
             entries.append(PuzzleEntry(n, raw.decode("utf-8", "replace").strip(),
-                                       error=f"not UTF-8 text (byte 0x{raw[exc.start]:02x} at column {exc.start + 1})"))
+                                       error=f"not UTF-8 text (byte 0x{raw[bad_at]:02x} at column {bad_at + 1})"))
             continue
-        cells = len(_SEPARATORS.sub("", line))
         if not line:
             close_grid()
-        elif cells == 9 or grid and 0 < cells < 18:  # a grid's row (one of a few cells too many or too few: damaged)
+        elif cells == 9 or 0 < cells < 18 and (grid or next_row_cells(i) == 9):
+            # a grid's row (one of a few cells too many or too few, before a row of 9 or within a grid: damaged)
             grid.append((n, line, cells))
             if len(grid) == 9:
                 close_grid()

@@ -201,15 +201,64 @@ def test_a_line_cut_off_by_a_kill_is_dropped_and_the_run_goes_on(tmp_path):
     results = Results(tmp_path / "results.jsonl")
     head = {"suite": "s", "entries": [], "seed": 0}
     assert results.start(head, restart=False) == []
-    results.append([{"task": "sudoku", "item": 0}, {"task": "sudoku", "item": 1}])
+    records = [{"task": "sudoku", "set": "easy", "mode": "model", "item": k} for k in (0, 1)]
+    results.append(records)
     with open(results.path, "a") as f:
         f.write('{"task": "sudoku", "it')  # a write the kill cut off
-    assert results.start(head, restart=False) == [{"task": "sudoku", "item": 0}, {"task": "sudoku", "item": 1}]
+    assert results.start(head, restart=False) == records
     assert results.path.read_text().endswith('"item": 1}\n')  # cut from the file: appending goes on after it
     with pytest.raises(SuiteError, match="another suite definition: the seed differs"):
         results.start({**head, "seed": 1}, restart=False)
     assert results.start({**head, "seed": 1}, restart=True) == []
     assert len(results.path.read_text().splitlines()) == 1
+    # a second suite writing to the same folder at once is refused (it would append every item twice)
+    with pytest.raises(SuiteError, match="another suite is writing to"):
+        Results(tmp_path / "results.jsonl").start({**head, "seed": 1}, restart=False)
+
+
+@pytest.mark.parametrize("line", ['{"foo": 1}', "null", '{"task": "sudoku", "set": "easy", "mode": "model"}',
+                                  '{"task": "sudoku", "set": "easy", "mode": "model", "item": "0"}'])
+def test_a_line_that_is_no_record_is_one_clear_error(tmp_path, line):
+    from diffreason.evals.suite import Results, SuiteError
+
+    path = tmp_path / "results.jsonl"
+    path.write_text(json.dumps({"header": {"seed": 0}}) + "\n" + line + "\n")
+    with pytest.raises(SuiteError, match="line 2 is not a result record"):
+        Results(path).read()
+    path.write_text('{"header": 5}\n')
+    with pytest.raises(SuiteError, match="no suite header on its first line"):
+        Results(path).read()
+
+
+def test_changed_files_or_checkpoints_at_the_same_paths_are_another_definition(tmp_path):
+    # the same counts, other contents: a resumed suite would have mixed the two (QA, 2026-12-06)
+    from diffreason.evals import suite as suites
+    from diffreason.tasks import sudoku
+
+    folder = tmp_path / "s"
+    path = write_suite(folder)
+    model = tmp_path / "model"
+    shutil.copytree("diffreason/weights/sudoku-base", model)
+
+    def head():
+        suite = suites.load_suite_file(path, False)
+        return suites.header(suite, 5, {"sudoku": str(model)}, "cmd", [suites.Items(e) for e in suite.entries])
+
+    first = head()
+    assert suites._differs(first, head()) is None
+    puzzles = [sudoku.to_string(sudoku.generate("easy", 2 * 10**6 + k).puzzle) for k in range(3)]
+    (folder / "puzzles.txt").write_text("\n".join(puzzles) + "\n")  # three other puzzles
+    assert suites._differs(first, head()) == "the items of entry 3 differ (a puzzle, schema or task file changed?)"
+    write_suite(folder)
+    (folder / "schemas" / "Tiny_b.json").write_text(json.dumps({"schema": {"type": "boolean"}}))
+    assert suites._differs(first, head()).startswith("the items of entry 4 differ")
+    write_suite(folder)
+    config = model / "generation_config.json"
+    config.write_text(config.read_text().replace('"max_denoising_steps": 20', '"max_denoising_steps": 5'))
+    assert suites._differs(first, head()) == ("the sudoku checkpoint's contents differ (retrained or replaced at the "
+                                              "same path?)")
+    old = {k: v for k, v in first.items() if k not in ("items", "model_digests")}  # a header from before digests
+    assert suites._differs(old, first) is None
 
 
 def test_the_named_suites_are_valid_and_name_their_baseline_entries():

@@ -350,8 +350,29 @@ def test_a_crlf_file_parses_as_its_lf_text(tmp_path):
     f = tmp_path / "crlf.py"
     f.write_bytes(lf.replace("\n", "\r\n").encode())
     code = parse_code(holes.read_code_file(f))
-    assert (code.segments, code.holes, code.newline) == (parse_code(lf).segments, parse_code(lf).holes, "\r\n")
-    assert code.given(code.fill(["    pass\n"])) == lf.replace("<|hole|>", "pass").replace("\n", "\r\n")
+    assert (code.segments, code.newline) == (parse_code(lf).segments, "\r\n")
+    assert [h.__dict__ | {"newline": "\n"} for h in code.holes] == [h.__dict__ for h in parse_code(lf).holes]
+    assert code.holes[0].newline == "\r\n"
+    assert code.written(["    pass\n"]) == lf.replace("<|hole|>", "pass").replace("\n", "\r\n")
+
+
+@pytest.mark.parametrize("given, written", [
+    # mixed line ends: each line keeps its own; the fill takes its hole's line's (QA: every line became \r\n)
+    ("import os\ndef f(a):\r\n    <|hole|>\r\n    return a\n",
+     "import os\ndef f(a):\r\n    y = 1\r\n    z = 2\r\n    return a\n"),
+    # lone \r line ends (QA: they became \n)
+    ("def f(a):\r    <|hole|>\r    return a\r", "def f(a):\r    y = 1\r    z = 2\r    return a\r"),
+    # a byte order mark is read past and written back (QA: the command line dropped it)
+    ("\ufeffx = <|hole|>\nprint(x)\n", "\ufeffx = 42\nprint(x)\n"),
+])
+def test_code_outside_the_holes_is_written_back_as_it_was_given(tmp_path, given, written):
+    code = parse_code(given)
+    assert "\r" not in "".join(code.segments) and "\ufeff" not in code.segments[0]
+    fills = ["    y = 1\n    z = 2\n" if h.whole_line else "42" for h in code.holes]
+    assert code.written(fills) == written
+    f = tmp_path / "code.py"
+    f.write_bytes(given.encode())
+    assert parse_code(holes.read_code_file(f, keep_bom=True)).written(fills) == written
 
 
 def test_code_with_crlf_line_ends_is_read_as_python_reads_it(code_lm):

@@ -46,6 +46,15 @@ def _shared(name):
     return path
 
 
+def test_lines_end_at_newlines_only(tmp_path):
+    # raw U+2028 / U+0085 are legal inside JSON strings (QA: the file was "not JSON"); \r\n line ends too
+    row = dict(TASK, prompt="# a\u2028b\x85c\ndef add(a, b):\n")
+    path = tmp_path / "raw.jsonl"
+    path.write_bytes((json.dumps(row, ensure_ascii=False) + "\r\n" + json.dumps(dict(TASK, task_id="Toy/1"))
+                      + "\r\n").encode())
+    assert [t.prompt for t in load_tasks(path)] == [row["prompt"], TASK["prompt"]]
+
+
 def test_load_jsonl_and_gz(tmp_path):
     for gz in (False, True):
         path = _write(tmp_path / f"t{gz}.jsonl{'.gz' if gz else ''}", [TASK, dict(TASK, task_id="Toy/1/L0")], gz)

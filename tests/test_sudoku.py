@@ -657,6 +657,23 @@ def test_cli_eval_reads_puzzle_files_as_sets_with_their_difficulty(tmp_path):
     assert "| my-set | file | 2 |" in (tmp_path / "out" / "sudoku.md").read_text()
     missing = run_cli("eval", "sudoku", "--puzzles", str(tmp_path / "nope.txt"), "--out", str(tmp_path / "o2"))
     assert missing.returncode == 2 and "--puzzles" in missing.stderr and "does not exist" in missing.stderr
+    # a file named as a tier beside it is its own set, not that tier's row (its results were lost: QA, 2026-12-06)
+    (tmp_path / "easy.txt").write_text(f.read_text())
+    p = run_cli("eval", "sudoku", "--tiers", "easy", "--puzzles", str(tmp_path / "easy.txt"), "--n", "1", "--modes",
+                "model", "--budgets", "", "--out", str(tmp_path / "o3"))
+    assert p.returncode == 0, p.stderr
+    tiers = json.loads((tmp_path / "o3" / "sudoku.json").read_text())["tiers"]
+    assert (tiers["easy"]["source"], tiers["easy.txt"]["source"]) == ("generator", "file")
+
+
+def test_read_puzzles_grids_with_comment_lines_and_a_damaged_first_row():
+    rows = [S.to_string(EASY.puzzle)[9 * r: 9 * r + 9] for r in range(9)]
+    text = "# a grid\n" + "\n".join(rows[:3]) + "\n  # the middle band\n" + "\n".join(rows[3:]) + "\n"
+    assert [(e.line, e.cells, e.error) for e in S.read_puzzles(text)] == [(2, EASY.puzzle, None)]
+    for k in (0, 5):  # one error naming the damaged row, the first as any other (was two wrong errors for row 1)
+        damaged = rows[:k] + [rows[k] + "1"] + rows[k + 1:]
+        assert [(e.line, e.error) for e in S.read_puzzles("\n".join(damaged))] == [
+            (1, f"grid row {k + 1} (line {k + 1}) has 10 cells, expected 9")]
 
 
 def test_read_puzzles_reads_bytes_line_by_line():

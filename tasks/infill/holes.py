@@ -47,21 +47,27 @@ class Hole:
     whole_line: bool  # replaces whole lines (ends with a newline); else inside one line (no newline)
     indent: str | None  # whole-line holes from a marker: the marker's indentation, where the first line starts
     max_tokens: int | None  # `<|hole:N|>`: at most N tokens
+    newline: str | None = None  # the line end of the marker's line as given (\r\n, \r, \n); None: the code's
 
 
 @dataclass(frozen=True)
 class InfillCode:
     """The code around its holes: `segments[i]` is the text before hole i, `segments[-1]` the text after the last.
-    Lines end with `\n` inside (`\r\n` and a lone `\r` are read as Python reads source); `newline` is what the code
-    was given with, which `given` puts back into what goes out."""
+    Lines end with `\n` inside (`\r\n` and a lone `\r` are read as Python reads source; a leading byte order mark
+    is dropped); `given_segments` are the same stretches as they were given (line ends, mixed or not, and the mark
+    kept), which `written` puts back around the fills; `newline` is the code's main line end, which a fill's lines
+    take where its hole has none of its own (`Hole.newline`)."""
 
     segments: tuple[str, ...]
     holes: tuple[Hole, ...]
     newline: str = "\n"
+    given_segments: tuple[str, ...] | None = None  # None: as `segments`
 
     def __post_init__(self):
         if len(self.segments) != len(self.holes) + 1:
             raise ValueError("an InfillCode has one more segment than holes")
+        if self.given_segments is not None and len(self.given_segments) != len(self.segments):
+            raise ValueError("an InfillCode's given segments are its segments as given: as many")
 
     def fill(self, texts) -> str:
         """The code with hole i replaced by texts[i] (holes past the texts given keep their markers)."""
@@ -75,9 +81,19 @@ class InfillCode:
             out.append(self.segments[i + 1])
         return "".join(out)
 
-    def given(self, text: str) -> str:
-        """`text` (filled code, a fill) with the line ends the code was given with."""
-        return text if self.newline == "\n" else text.replace("\n", self.newline)
+    def given(self, text: str, hole: int | None = None) -> str:
+        """`text` (a fill of hole `hole`, or any text of the code) with the line ends it was given with there."""
+        newline = (self.holes[hole].newline if hole is not None else None) or self.newline
+        return text if newline == "\n" else text.replace("\n", newline)
+
+    def written(self, texts) -> str:
+        """The code with hole i filled with texts[i], written as it was given: every character outside the holes as
+        it came (line ends, a byte order mark), each fill's lines ended as its hole's line was."""
+        texts = list(texts)
+        if len(texts) != len(self.holes):
+            raise ValueError(f"{len(self.holes)} fills needed, got {len(texts)}")
+        around = self.given_segments or self.segments
+        return around[0] + "".join(self.given(t, i) + around[i + 1] for i, t in enumerate(texts))
 
     def prefix(self, i: int, texts) -> str:
         """The code before hole i, holes before it filled with texts[:i]."""
@@ -89,14 +105,30 @@ class InfillCode:
         return self.segments[i + 1]
 
 
-def _lf(text: str) -> str:
-    """`text` with its line ends as `\n`, as Python reads source."""
-    return text.replace("\r\n", "\n").replace("\r", "\n")
+def _lf(text: str, bom: bool = True) -> tuple[str, list[int]]:
+    """`text` with its line ends as `\n`, as Python reads source, and (`bom`: it starts a file) a leading byte order
+    mark dropped; with, for each of its positions and its end, the position in `text`."""
+    out, where = [], []
+    i = 1 if bom and text.startswith("\ufeff") else 0
+    n = len(text)
+    while i < n:
+        c = text[i]
+        where.append(i)
+        if c == "\r":
+            out.append("\n")
+            i += 2 if text.startswith("\r\n", i) else 1
+        else:
+            out.append(c)
+            i += 1
+    where.append(n)
+    return "".join(out), where
 
 
 def _newline_of(text: str) -> str:
-    """The line end `text` is written with: `\r\n` where it has one, else `\n`."""
-    return "\r\n" if "\r\n" in text else "\n"
+    """The line end `text` is mostly written with (\r\n, \r or \n; \n when it has none)."""
+    crlf = text.count("\r\n")
+    counts = {"\r\n": crlf, "\r": text.count("\r") - crlf, "\n": text.count("\n") - crlf}
+    return max(counts, key=lambda k: (counts[k], k == "\n"))
 
 
 def _where(text: str, pos: int) -> tuple[int, int]:
@@ -108,7 +140,13 @@ def parse_code(text: str, max_marker_tokens: int | None = None) -> InfillCode:
     """The holes of `text`, marked with `<|hole|>` (or `<|hole:N|>`); see the module docstring."""
     if not isinstance(text, str):
         raise InfillInputError(f"the code must be text, not {type(text).__name__}")
-    text, line_end = _lf(text), _newline_of(text)
+    given, line_end = text, _newline_of(text)
+    text, where = _lf(text)
+    bounds = []  # (start, end) of each segment in `text`
+
+    def add_segment(a: int, b: int) -> None:
+        bounds.append((a, b))
+        segments.append(text[a:b])
     for bad, what in (("<|/hole", "a closing marker"),):
         pos = text.find(bad)
         if pos >= 0:
@@ -148,19 +186,21 @@ def parse_code(text: str, max_marker_tokens: int | None = None) -> InfillCode:
         rest_of_line = text[after_end: (text.find("\n", after_end) if "\n" in text[after_end:] else len(text))]
         whole = before.strip(" \t") == "" and rest_of_line.strip(" \t") == ""
         if whole:
-            segments.append(text[start:line_start])
+            add_segment(start, line_start)
             newline = text.find("\n", after_end)
             start = len(text) if newline < 0 else newline + 1
-            holes.append(Hole(len(holes), line, col, True, before, bound))
+            ending = None if newline < 0 else given[where[newline]:where[newline + 1]]
+            holes.append(Hole(len(holes), line, col, True, before, bound, ending))
         else:
-            segments.append(text[start:pos])
+            add_segment(start, pos)
             start = after_end
             holes.append(Hole(len(holes), line, col, False, None, bound))
         pos = text.find(MARKER_START, after_end)
     if not holes:
         raise InfillInputError(f"the code has no hole: mark each one with {HOLE}")
-    segments.append(text[start:])
-    return InfillCode(tuple(segments), tuple(holes), line_end)
+    add_segment(start, len(text))
+    given_segments = tuple(given[0 if a == 0 else where[a]:where[b]] for a, b in bounds)
+    return InfillCode(tuple(segments), tuple(holes), line_end, given_segments)
 
 
 def parse_pair(prefix: str, suffix: str, max_tokens: int | None = None) -> InfillCode:
@@ -173,13 +213,18 @@ def parse_pair(prefix: str, suffix: str, max_tokens: int | None = None) -> Infil
             raise InfillInputError(f"the {name} holds a hole marker; give either a (prefix, suffix) pair or code with "
                                    "markers")
     newline = _newline_of(prefix + suffix)
-    prefix, suffix = _lf(prefix), _lf(suffix)
+    given = (prefix, suffix)
+    prefix, suffix = _lf(prefix)[0], _lf(suffix, bom=False)[0]
     whole = prefix == "" or prefix.endswith("\n")
-    return InfillCode((prefix, suffix), (Hole(0, 0, 0, whole, None, max_tokens),), newline)
+    ending = None
+    if whole and given[0]:
+        ending = "\r\n" if given[0].endswith("\r\n") else given[0][-1]
+    return InfillCode((prefix, suffix), (Hole(0, 0, 0, whole, None, max_tokens, ending),), newline, given)
 
 
-def read_code_file(path) -> str:
-    """A file's text: UTF-8 (a BOM is dropped), or one InfillInputError saying why not."""
+def read_code_file(path, keep_bom: bool = False) -> str:
+    """A file's text: UTF-8, a byte order mark dropped (`keep_bom`: kept, for `parse_code`, which reads past it and
+    `InfillCode.written` writes it back), or one InfillInputError saying why not."""
     from pathlib import Path
 
     path = Path(path)
@@ -192,7 +237,7 @@ def read_code_file(path) -> str:
     except OSError as exc:
         raise InfillInputError(f"cannot read {str(path)!r}: {exc.strerror or exc}") from None
     try:
-        text = data.decode("utf-8-sig")
+        text = data.decode("utf-8" if keep_bom else "utf-8-sig")
     except UnicodeDecodeError as exc:
         line = data.count(b"\n", 0, exc.start) + 1
         raise InfillInputError(

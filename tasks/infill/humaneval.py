@@ -71,8 +71,8 @@ def load_tasks(path: str | Path) -> list[InfillTask]:
         with open(path, "rb") as f:
             gz = f.read(2) == b"\x1f\x8b"
         opener = gzip.open if gz else open
-        with opener(path, "rt", encoding="utf-8") as f:
-            lines = f.read().splitlines()
+        with opener(path, "rt", encoding="utf-8", newline="") as f:
+            lines = f.read().split("\n")  # (JSON lines end at \n only: U+2028 or \x85 may stand inside a string)
     except (OSError, EOFError, UnicodeDecodeError) as e:
         raise TaskFileError(f"{path}: cannot read: {e}") from None
     tasks, seen = [], set()
