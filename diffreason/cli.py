@@ -428,6 +428,10 @@ def _train(lm, batches, cfg, run_dir: Path, **kwargs) -> None:
     err_console.print(f"model written to {run_dir / 'model'}")
 
 
+def _resolved(path: Path | None) -> str | None:
+    return None if path is None else str(Path(path).resolve())
+
+
 def _not_started(run_dir: Path) -> Interrupted:
     return Interrupted(f"before training began; {run_dir} is as it was")
 
@@ -489,8 +493,6 @@ def train_sudoku(
     try:
         device, cfg = _train_config(device, threads, time_budget, steps=steps, batch_size=batch_size, lr=lr,
                                     eval_every=eval_every, save_every=save_every, seed=seed, precision=precision)
-        import torch
-
         from diffreason.train import resume_or_build
 
         if init_from is not None:
@@ -521,11 +523,13 @@ def train_sudoku(
                                              progress=lambda: bar.advance(task))
         else:
             stream = sudoku.SudokuStream(seed)
-        batches = sudoku.sft_batches(stream, torch.Generator().manual_seed(seed), curriculum=curriculum, device=device)
+        batches = sudoku.sft_batches(stream, curriculum=curriculum, device=device)
     except KeyboardInterrupt:
         raise _not_started(run_dir) from None
     _train(lm, batches, cfg, run_dir, evaluate=sudoku.heldout_evaluator(tier=eval_tier),
-           stream_state=(stream.state_dict, stream.load_state_dict))
+           stream_state=(stream.state_dict, stream.load_state_dict),
+           identity={"preset": None if init_from else preset, "init_from": _resolved(init_from), "grow_to": grow_to,
+                     "puzzle_fraction": puzzle_fraction, "puzzle_pool": puzzle_pool if puzzle_fraction else None})
 
 
 @train_app.command("sudoku-ar")
@@ -567,7 +571,7 @@ def train_sudoku_ar(
     except KeyboardInterrupt:
         raise _not_started(run_dir) from None
     _train(ar, batches, cfg, run_dir, evaluate=sudoku_ar.heldout_evaluator(), loss_fn=sudoku_ar.ar_loss,
-           stream_state=(stream.state_dict, stream.load_state_dict))
+           stream_state=(stream.state_dict, stream.load_state_dict), identity={"preset": preset})
 
 
 @train_app.command("json")
@@ -598,8 +602,6 @@ def train_json(
     try:
         device, cfg = _train_config(device, threads, time_budget, steps=steps, batch_size=batch_size, lr=lr,
                                     eval_every=0, save_every=save_every, seed=seed, precision=precision)
-        import torch
-
         from diffreason.model import load_model
         from diffreason.tasks import json_corpus, sudoku
         from diffreason.train import resume_or_build
@@ -619,8 +621,8 @@ def train_json(
     except KeyboardInterrupt:
         raise _not_started(run_dir) from None
     err_console.print(f"{len(stream.examples)} training objects from {len(pairs)} valid instances")
-    _train(lm, stream.batches(torch.Generator().manual_seed(seed)), cfg, run_dir,
-           stream_state=(stream.state_dict, stream.load_state_dict))
+    _train(lm, stream.batches(), cfg, run_dir, stream_state=(stream.state_dict, stream.load_state_dict),
+           identity={"schemas": str(schemas.resolve()), "init_from": _resolved(init_from)})
 
 
 @train_app.command("code")
@@ -694,8 +696,9 @@ def train_code(
         evaluate = corpus.heldout_evaluator(code.heldout, lm.tokenizer) if eval_every else None
     except KeyboardInterrupt:
         raise _not_started(run_dir) from None
-    _train(lm, stream.batch, cfg, run_dir, evaluate=evaluate,
-           stream_state=(stream.state_dict, stream.load_state_dict))
+    _train(lm, stream.batch, cfg, run_dir, evaluate=evaluate, stream_state=(stream.state_dict, stream.load_state_dict),
+           identity={"preset": None if init_from else preset, "init_from": _resolved(init_from),
+                     "source": [str(s.resolve()) for s in source], "max_files": max_files})
 
 
 solve_app = typer.Typer(no_args_is_help=True, help="Solve constraint problems with a diffusion model.")
@@ -1378,7 +1381,8 @@ def eval_infill(
     limit: int = typer.Option(0, "--limit", help="N tasks per set, spread evenly over it (0: all)"),
     heldout: int = typer.Option(0, "--heldout", help="also N whole-line holes in functions of the packages the code "
                                 "model never trained on (no tests: parse rate, exact match, steps)"),
-    mode: str = typer.Option("both", "--mode", help="model (pass@1), verified (pass@k) or both"),
+    mode: str = typer.Option("both", "--mode", help="model (pass@1), verified (pass@k: some sample of the first k "
+                             "passes, one run of k, not the Codex estimator) or both"),
     samples: int = typer.Option(4, "--samples", "-k", help="K samples per task; verified pass@k for k in 1, 4, 16 up "
                                 "to K"),
     max_hole_tokens: int = typer.Option(64, "--max-hole-tokens", help="slot lengths searched up to this"),

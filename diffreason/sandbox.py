@@ -41,23 +41,31 @@ to addresses, os.kill/os.killpg outside the process's own process group (and kil
 creating, renaming, removing, chmod/chown/utime of paths outside the working directory (realpath, so symlinks are
 followed), os.open for writing with a relative path (its dir_fd is invisible to the hook), exec/spawn/system/
 subprocess (a new interpreter would not carry the hook), ctypes and the modules that bypass the audited APIs
-(_posixsubprocess, _ctypes), the gc introspection that could reach the hook, tracing and profiling hooks, replacing
-a function's code (and the defaults of the hook's helpers), prlimit of other processes and sqlite databases outside
-the working directory; where RLIMIT_NPROC cannot bind it also allows each process only `fork_budget` minus its
-inherited count of os.fork calls, which bounds the whole process tree at 2**fork_budget. Calls that reach outside
-without raising an audit event (mkfifo, mknod, pidfd_open, pidfd_send_signal, memfd_create) are taken out of their
-modules. The hook decides from C calls and str methods only, with everything it reads bound as default arguments
-(no module global, builtin or Python-level function a program could patch, no closure cell to rewrite), so what a
-refusal's traceback shows of it cannot be turned against it. An audit hook is still not a security boundary by
-itself (a program written against it can rebuild a module, C code and races get past it); it is the second wall. The
-OS layer works without it (`audit_hook=False`, tested in the namespace modes).
+(_ctypes, readline's history files), the gc introspection that could reach the hook, replacing the code or defaults
+of the hook's helpers, changing the mode, owner or times of what a descriptor opened for reading
+names, prlimit of other processes and sqlite databases outside the working directory (a path relative to a
+directory descriptor is judged where that directory is); where RLIMIT_NPROC cannot bind it also allows each process
+only `fork_budget` minus its inherited count of os.fork calls, which bounds the whole process tree at
+2**fork_budget. Calls that reach outside or start a process without raising an audit event (mkfifo, mknod, pidfd,
+memfd, scheduling and clock setters, setpgid/setsid, _posixsubprocess.fork_exec) are taken out of their modules and
+of os's tables of them. The hook decides from C calls and str methods only, with everything it reads bound as
+default arguments (no module global, builtin or Python-level function a program could patch, no closure cell to
+rewrite), so what a refusal's traceback shows of it cannot be turned against it. An audit hook is still not a
+security boundary by itself: a program written against it can rebuild a module from its spec (`importlib.util.
+module_from_spec`), race a path between the hook's check and the open (renaming symlinked directories), and C code
+gets past it. It is the second wall; in ``none`` it is the only one, which holds code that is not written to escape
+it, not code that is. The OS layer works without it (`audit_hook=False`, tested in the namespace modes).
 
 Not bounded: the total a run writes into its working directory (each file is capped by `file_size_mb`; the directory
 lives in the host's temporary folder, with no quota) and what it reads — the file system minus the hidden folders.
 
 The verdict (`run_python(verdict=...)`): "exit" passes exit status 0; "end" and "last" pass only a program that ran
-to its end (the guard then exits with a status drawn per run), so an `os._exit(0)`, an early `SystemExit` or an exit
-hook does not pass a test program ("end" takes `SystemExit(0)`, as `unittest.main()` ends, "last" does not).
+to its end (the guard then exits with a status drawn per run from 121, handed to it through a pipe it reads and
+closes, not on its command line), so an `os._exit(0)`, an early `SystemExit` or an exit hook does not pass a test
+program ("end" takes `SystemExit(0)`, as `unittest.main()` ends, "last" does not). The code shares its process with
+the checks, so a program written to forge a pass still can (the guard's own frame is one `sys._getframe` away; in
+human-eval-infilling the same program could append to the evaluator's result list): the verdict is sound for code
+that is not written against the harness, as a model's fills are not.
 
 What was compared (at hand here: /usr/bin/unshare, prlimit, setpriv, systemd-run; in Debian's archive: bubblewrap,
 firejail; not packaged: nsjail; on PyPI: pyseccomp, which needs libseccomp and only filters syscalls):
@@ -154,16 +162,26 @@ def _install(cfg):
 
     wd = realpath(cfg["workdir"])
 
-    def inside(path, allow_devices=True, wd=wd, sub=wd + "/", realpath=realpath, type=type, str=str, bytes=bytes,
-               int=int, devices=frozenset(("/dev/null", "/dev/zero", "/dev/full", "/dev/stdout", "/dev/stderr",
-                                           "/dev/tty"))):
+    def inside(path, allow_devices=True, dir_fd=None, fd_ok=True, wd=wd, sub=wd + "/", realpath=realpath,
+               readlink=posix.readlink, type=type, str=str, bytes=bytes, int=int, repr=repr, OSError=OSError,
+               devices=frozenset(("/dev/null", "/dev/zero", "/dev/full", "/dev/stdout", "/dev/stderr", "/dev/tty"))):
         kind = type(path)
-        if kind is int:  # an open file descriptor: what it names was checked when it was opened
-            return True
+        if kind is int:  # an open descriptor: what it names was checked when it was opened (for writing only)
+            return fd_ok
         if kind is bytes:
             path = path.decode("utf-8", "surrogateescape")
         elif kind is not str:  # (the audited calls pass str / bytes; anything else is refused)
             return False
+        if allow_devices and path in devices:
+            return True
+        if dir_fd is not None and not path.startswith("/"):  # relative to an open directory: where that is
+            try:
+                base = readlink("/proc/self/fd/" + repr(dir_fd))
+            except OSError:
+                return False
+            if not base.startswith("/"):
+                return False
+            path = base + "/" + path
         p = realpath(path)
         return p == wd or p.startswith(sub) or (allow_devices and p in devices)
 
@@ -171,6 +189,7 @@ def _install(cfg):
 
     def hook(event, args, inside=inside, realpath=realpath, type=type, str=str, bytes=bytes, int=int, len=len,
              repr=repr, next=next, PermissionError=PermissionError, BlockingIOError=BlockingIOError, OSError=OSError,
+             ImportError=ImportError,
              getpgid=posix.getpgid, getpgrp=posix.getpgrp, getpid=posix.getpid,
              WRITE=os.O_WRONLY | os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_TRUNC, AF_UNIX=1,
              budget=budget, forks=itertools.count(1),
@@ -178,10 +197,13 @@ def _install(cfg):
                  "os.exec", "os.posix_spawn", "os.spawn", "os.system", "subprocess.Popen", "os.startfile",
                  "pty.spawn", "gc.get_objects", "gc.get_referrers", "gc.get_referents", "socket.getaddrinfo",
                  "socket.gethostbyname", "socket.gethostbyaddr", "socket.getnameinfo", "socket.sethostname",
-                 "os.forkpty", "os.chroot", "sys.settrace", "sys.setprofile", "sys._current_frames",
+                 "os.forkpty", "os.chroot",
              )),
-             refused_modules=frozenset(("_posixsubprocess", "_ctypes", "ctypes", "_xxsubinterpreters", "_testcapi",
-                                        "_testinternalcapi")),
+             # (readline writes its history files without an audit event)
+             refused_modules=frozenset(("_ctypes", "ctypes", "_xxsubinterpreters", "_testcapi", "_testinternalcapi",
+                                        "readline")),
+             metadata_events=frozenset(("os.chmod", "os.chown", "os.utime", "os.chflags", "os.setxattr",
+                                        "os.removexattr")),
              code_attrs=frozenset(("__code__", "__defaults__", "__kwdefaults__")),
              # event -> indices of path arguments that get written/changed, indices of dir_fd arguments
              path_events=(
@@ -209,11 +231,16 @@ def _install(cfg):
             return
         for name, paths, dirfds in path_events:
             if event == name:
-                for i in dirfds:
-                    if i < len(args) and args[i] is not None and args[i] != -1 and args[i] != -100:
-                        raise PermissionError("sandbox: " + event + " with dir_fd is not allowed")
-                for i in paths:
-                    if i < len(args) and args[i] is not None and not inside(args[i], False):
+                for k, i in enumerate(paths):
+                    if i >= len(args) or args[i] is None:
+                        continue
+                    fd = args[dirfds[k]] if k < len(dirfds) and dirfds[k] < len(args) else None
+                    if fd == -1 or fd == -100:
+                        fd = None
+                    if type(fd) is not int and fd is not None:
+                        raise PermissionError("sandbox: " + event + " with dir_fd " + repr(fd) + " is not allowed")
+                    # (a descriptor opened to read may name anything: its metadata is not the code's to change)
+                    if not inside(args[i], False, fd, event not in metadata_events):
                         raise PermissionError("sandbox: " + event + " of " + repr(args[i]) + " is not allowed")
                 return
         if event == "os.kill":
@@ -245,14 +272,15 @@ def _install(cfg):
         elif event == "socket.connect" or event == "socket.bind" or event == "socket.sendto" or \
                 event == "socket.sendmsg":
             addr = args[1]
+            if addr is None and (event == "socket.sendto" or event == "socket.sendmsg"):
+                return  # (a connected socket: an AF_UNIX one, whose connect was checked, or a socketpair)
             if (type(addr) is not str and type(addr) is not bytes) or not addr or not inside(addr, False):
                 raise PermissionError("sandbox: " + event + " to " + repr(addr) + " is not allowed")
         elif event == "import":
-            if type(args[0]) is not str or args[0] in refused_modules:
-                raise PermissionError("sandbox: importing " + args[0] + " is not allowed")
+            if type(args[0]) is not str or args[0] in refused_modules:  # (as missing: `except ImportError` goes on)
+                raise ImportError("sandbox: importing " + repr(args[0]) + " is not allowed")
         elif event == "object.__setattr__" or event == "object.__delattr__":
-            if type(args[1]) is str and (args[1] == "__code__" or (args[1] in code_attrs and (
-                    args[0] is inside or args[0] is realpath))):
+            if type(args[1]) is str and args[1] in code_attrs and (args[0] is inside or args[0] is realpath):
                 raise PermissionError("sandbox: replacing a function's " + args[1] + " is not allowed")
         elif event == "resource.prlimit":
             if args[0] != 0 and args[0] != getpid():
@@ -267,16 +295,26 @@ def _install(cfg):
             raise PermissionError("sandbox: " + event + " is not allowed")
 
     sys.addaudithook(hook)
-    # Calls that raise no audit event and reach outside: gone from their modules (a program written against the
-    # sandbox could rebuild a module; the OS layer is the wall, this is the second one).
-    for module, names in ((os, ("mkfifo", "mknod", "pidfd_open", "memfd_create")),
-                          (posix, ("mkfifo", "mknod", "pidfd_open", "memfd_create")),
-                          (signal, ("pidfd_send_signal",)), (_signal, ("pidfd_send_signal",))):
-        for name in names:
+    # Calls that raise no audit event and reach outside (or start a process): gone from their modules and from os's
+    # tables of them (a program written against the sandbox could rebuild a module; the OS layer is the wall, this
+    # is the second one).
+    import _posixsubprocess
+    import subprocess  # (imported first: it binds fork_exec at import, and the code may import it, as asyncio does)
+    unaudited = ("mkfifo", "mknod", "pidfd_open", "memfd_create", "setpriority", "sched_setaffinity",
+                 "sched_setscheduler", "sched_setparam", "clock_settime", "clock_settime_ns", "setpgid", "setsid",
+                 "pidfd_send_signal", "fork_exec")
+    for module in (os, posix, signal, _signal, _posixsubprocess):
+        for name in unaudited:
             if hasattr(module, name):
                 delattr(module, name)
+    del subprocess._fork_exec
+    for table in (os.supports_dir_fd, os.supports_fd, os.supports_follow_symlinks, os.supports_effective_ids):
+        for f in list(table):
+            if getattr(f, "__name__", None) in unaudited:
+                table.discard(f)
 
-cfg = json.loads(sys.argv[1])
+with os.fdopen(int(sys.argv[1]), "rb") as f:
+    cfg = json.loads(f.read())
 path = sys.argv[2]
 with open(path, "rb") as f:
     source = f.read()
@@ -647,8 +685,13 @@ def _launch(cfg: dict) -> int:
             ):
                 resource.setrlimit(res, (soft, hard))
             os.chdir(workdir)
-            argv = [cfg["python"], "-I", "-S", "-B", "-X", "utf8", "-c", GUARD, json.dumps(guard_cfg),
-                    cfg["program"]]
+            # the guard's configuration (the verdict's status among it) goes through a pipe the guard reads and
+            # closes, not its argv (/proc/self/cmdline, sys.orig_argv)
+            cfg_r, cfg_w = os.pipe()
+            os.write(cfg_w, json.dumps(guard_cfg).encode())
+            os.close(cfg_w)
+            os.set_inheritable(cfg_r, True)
+            argv = [cfg["python"], "-I", "-S", "-B", "-X", "utf8", "-c", GUARD, str(cfg_r), cfg["program"]]
             report(ready=True, protections=prot)
             os.execv(cfg["python"], argv)
         except BaseException as e:  # noqa: BLE001 - report any failure to start, then leave
@@ -736,6 +779,7 @@ __all__ = ["Limits", "SandboxResult", "SandboxError", "run_python", "ISOLATIONS"
 ISOLATIONS = ("auto", "namespaces", "userns", "none")
 STATUSES = ("passed", "failed", "timeout", "memory", "crashed", "killed")
 VERDICTS = ("exit", "end", "last")
+ENDED_STATUSES = tuple(k for k in range(3, 126) if k not in (MEMORY_EXIT, SETUP_EXIT))
 TOKEN_VAR = "DIFFREASON_SANDBOX_RUN"
 
 
@@ -956,8 +1000,8 @@ def run_python(
             with open(target, "wb") as f:
                 f.write(content.encode() if isinstance(content, str) else content)
         # the status the guard exits with when the program ran to its end (verdicts "end" and "last"): drawn per
-        # run, away from 0-2, the guard's and launcher's own statuses and 126-128+ (shells, signals)
-        ended_status = 100 + secrets.randbelow(20) if verdict != "exit" else None
+        # run from 3-125, away from 0-2 and the guard's and launcher's own statuses
+        ended_status = secrets.choice(ENDED_STATUSES) if verdict != "exit" else None
         if os.geteuid() == 0:  # a fresh uid the launcher may drop to (it chowns the directory if it does)
             run_uid = 100_000 + secrets.randbelow(1_000_000_000)
         status_r, status_w = os.pipe()

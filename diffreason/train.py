@@ -173,8 +173,14 @@ def train(
     stream_state: tuple[Callable[[], dict], Callable[[dict], None]] | None = None,
     console: Console | None = None,
     loss_fn: Callable | None = None,
+    identity: dict | None = None,
 ) -> DiffusionLM:
     """Train `lm` in place on `batches(batch_size, progress)`; resume from `run_dir` if a checkpoint is there.
+
+    `identity`: what makes the run this run besides `cfg.seed` (the model's preset, its origin, the data stream's
+    options), kept in RUN/run.json; a resume that asks for another is refused (its model and saved streams are the
+    first ones'), while the schedule's settings (steps, lr, batch size, ...) may change on resume: the change is
+    said, and each setting's earlier values are kept in RUN/train_config_history.jsonl.
 
     `loss_fn(model, batch, cfg, generator) -> (loss, metrics)`: the objective, `sft_loss` by default (a baseline's
     own, e.g. the autoregressive Sudoku baseline's; `lm` then needs only `.model` and `.save(path)`).
@@ -192,14 +198,29 @@ def train(
     state_file = run_dir / STATE_FILE
     if state_file.exists() and not state_file.is_file():
         raise DiffreasonError(f"{state_file} is not a file; move it away or choose another run directory")
+    identity = {"seed": cfg.seed, **(identity or {})}
+    identity_file, config_file = run_dir / "run.json", run_dir / "train_config.json"
+    previous = None
     if state_file.is_file():
+        _check_identity(identity_file, identity, run_dir)
+        previous = _read_json(config_file)
         step, elapsed = _restore(state_file, model, optim, generator, stream_state)
         saved = step
         console.print(f"resuming from step {step} ({state_file})")
+        changed = {k: (previous[k], v) for k, v in cfg.model_dump().items()
+                   if isinstance(previous, dict) and k in previous and previous[k] != v}
+        if changed:
+            console.print("resuming with changed settings: " + ", ".join(
+                f"{k} {old} → {new}" for k, (old, new) in changed.items()))
     log_file = run_dir / "log.jsonl"
     try:
         run_dir.mkdir(parents=True, exist_ok=True)
-        (run_dir / "train_config.json").write_text(cfg.model_dump_json(indent=2))
+        if isinstance(previous, dict) and previous != json.loads(cfg.model_dump_json()):
+            with open(run_dir / "train_config_history.jsonl", "a") as f:
+                f.write(json.dumps({"until_step": step, "config": previous}) + "\n")
+        if not identity_file.is_file():
+            identity_file.write_text(json.dumps(identity, indent=2) + "\n")
+        config_file.write_text(cfg.model_dump_json(indent=2))
         if log_file.is_file():  # drop records past the checkpoint (those steps are about to be redone) and torn lines
             kept = [ln for ln in log_file.read_text().splitlines() if _logged_step(ln, step)]
             log_file.write_text("".join(ln + "\n" for ln in kept))
@@ -310,6 +331,26 @@ def _logged_step(line: str, step: int) -> bool:
         return isinstance(record, dict) and int(record["step"]) <= step
     except (ValueError, KeyError, TypeError):
         return False
+
+
+def _read_json(path: Path):
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def _check_identity(identity_file: Path, identity: dict, run_dir: Path) -> None:
+    """A resume that asks for another run than the one in `run_dir` is one clear error (a run from before run.json
+    was kept is taken as it is)."""
+    kept = _read_json(identity_file)
+    if not isinstance(kept, dict):
+        return
+    differ = [f"{k} {json.dumps(kept.get(k))} there, {json.dumps(v)} now" for k, v in identity.items()
+              if k in kept and kept[k] != v]
+    if differ:
+        raise DiffreasonError(f"--run-dir {str(run_dir)!r} holds another run ({'; '.join(differ)}): a resumed run "
+                              "keeps its model and data streams; give the same options, or another --run-dir")
 
 
 def _restore(state_file: Path, model, optim, generator, stream_state) -> tuple[int, float]:

@@ -13,7 +13,10 @@ Per task set (default: the shared single-line and multi-line sets):
 3. **pass@1, model mode**: sample 0 alone (what `infill(mode="model", samples=1)` returns) passes the tests; also
    the top-scoring of the K (`model_top_k`, what `infill(mode="model", samples=K)` returns);
    **pass@k, verified mode** (k = 1, 4, 16 up to K): some sample of the first k parses and passes (what
-   `infill(mode="verified", samples=k)` returns then passes); `checked`: samples verified mode with K checked;
+   `infill(mode="verified", samples=k)` returns then passes) — the outcome of the one run of k samples a user would
+   make, not the Codex paper's estimator over n ≥ k samples (which averages over every k-subset: same expectation,
+   less variance); `checked`: samples verified mode with K checked (the ranking up to the one returned, parsing
+   or not, as `infill` counts them);
 4. **parse rate** of the model-mode samples with the constraints and without them (the same model, seeds, lengths;
    the slot left free; the baseline runs the first `--baseline-samples` seeds, default 1, and its rate is set beside
    the constrained one of those seeds), of every candidate (all lengths) too, and of what verified mode returns;
@@ -63,7 +66,15 @@ HELDOUT_SET = "HeldoutSingleLine"
 def load_sets(files: Sequence[Path] | None = None, limit: int | None = None,
               heldout: int = 0) -> dict[str, tuple[Path | str, list]]:
     """{name: (file, tasks)} of the task files (default: both shared sets), and `heldout` held-out spans."""
-    paths = {set_name(p): Path(p) for p in files} if files else default_task_files()
+    paths = {}
+    for p in files or ():  # (two files of one name are two sets: the second gets its folder's name too)
+        name = set_name(p)
+        if name in paths:
+            name = f"{Path(p).resolve().parent.name}/{name}"
+        while name in paths:
+            name += "'"
+        paths[name] = Path(p)
+    paths = paths or default_task_files()
     sets: dict = {name: (path, spread(load_tasks(path), limit)) for name, path in paths.items()}
     if heldout:
         sets[HELDOUT_SET] = ("held-out packages (tasks/infill/corpus.py HELDOUT_PACKAGES)", heldout_spans(heldout))
@@ -190,7 +201,8 @@ def eval_task(task: InfillTask, single_line: bool, searcher: Searcher, free: Sea
             first = next((j for j in range(samples) if checks.passes(verified[j])), None)
             rec["first_verified_pass"] = first  # pass@k (verified) = first < k
             returned = next((j for j in walk if checks.passes(verified[j])), None)
-            rec["verified_checked"] = (walk.index(returned) + 1) if returned is not None else samples
+            # (as `infill(mode="verified")` counts them: every sample of the ranking up to the one returned)
+            rec["verified_checked"] = (ranked.index(returned) + 1) if returned is not None else samples
         rec["verified_returned_parses"] = bool(walk)
     rec["exact"] = model[0].text == task.canonical_solution
     rec["exact_lines"] = _same_lines(model[0].text, task.canonical_solution)

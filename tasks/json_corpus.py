@@ -59,7 +59,9 @@ def sample_schema_files(schemas_dir: str | Path, limit: int = 0, collections: It
     return files
 
 
-def prompt_of(schema: dict) -> str:
+def prompt_of(schema: dict | bool) -> str:
+    if not isinstance(schema, dict):  # (true / false: a boolean schema says nothing to prompt with)
+        return "a JSON value"
     words = " ".join(str(schema.get(k, "")) for k in ("title", "description") if isinstance(schema.get(k), str))
     if not words.strip() and isinstance(schema.get("properties"), dict):
         words = "an object with " + ", ".join(list(schema["properties"])[:8])
@@ -141,6 +143,7 @@ class JsonStream:
     def __init__(self, pairs: list[tuple[str, Any]], tokenizer, seed: int = 0):
         self.tokenizer = tokenizer
         self.rng = random.Random(seed)
+        self.generator = torch.Generator().manual_seed(seed)  # the noise tokens' (`batches`), saved with the rng
         layout_rng = random.Random(f"layout:{seed}")
         self.examples = []
         for prompt, value in pairs:
@@ -152,14 +155,20 @@ class JsonStream:
             raise DiffreasonError("no training object fits one canvas")
 
     def state_dict(self) -> dict:
-        return {"rng": self.rng.getstate()}
+        return {"rng": self.rng.getstate(), "generator": self.generator.get_state()}
 
     def load_state_dict(self, state: dict) -> None:
         version, internal, gauss = state["rng"]
         self.rng.setstate((version, tuple(internal), gauss))
+        if "generator" in state:  # (checkpoints before it was saved: the noise restarts, as it did then)
+            self.generator.set_state(state["generator"])
 
-    def batches(self, generator: torch.Generator):
+    def batches(self, generator: torch.Generator | None = None):
+        """The batch maker; noise tokens from `generator`, by default the stream's own (saved in its state: a
+        resumed run goes on as an uninterrupted one would)."""
         from diffreason.train import SFTBatch
+
+        generator = generator if generator is not None else self.generator
 
         vocab = len(self.tokenizer)
 

@@ -151,8 +151,8 @@ def read_puzzles(data: bytes | str) -> list[PuzzleEntry]:
             continue
         if not line:
             close_grid()
-        elif cells == 9 or 0 < cells < 18 and (grid or next_row_cells(i) == 9):
-            # a grid's row (one of a few cells too many or too few, before a row of 9 or within a grid: damaged)
+        elif cells == 9 or 0 < cells < 18 and (grid or abs(cells - 9) <= 3 and next_row_cells(i) == 9):
+            # a grid's row (within a grid, or just before a row of 9: one of a few cells too many or too few, damaged)
             grid.append((n, line, cells))
             if len(grid) == 9:
                 close_grid()
@@ -621,9 +621,12 @@ class SudokuStream:
 
     def __init__(self, seed: int = 0, pool_size: int = 2048, puzzle_fraction: float = 0.0,
                  puzzle_pool_size: int = 2000, progress=None):
+        import torch
+
         if not 0.0 <= puzzle_fraction <= 1.0:
             raise SudokuError(f"puzzle_fraction must lie in [0, 1], got {puzzle_fraction}")
         self.rng = np.random.default_rng(seed)
+        self.generator = torch.Generator().manual_seed(seed)  # the noise tokens' (`sft_batches`), saved with the rng
         pool_rng = random.Random(f"train-pool:{seed}")
         self.pool = np.array([random_grid(pool_rng) for _ in range(pool_size)], dtype=np.int64)  # [N, 81] 1..9
         self.puzzle_fraction = puzzle_fraction
@@ -632,10 +635,12 @@ class SudokuStream:
             self.puzzles, self.puzzle_blanks = training_puzzles(puzzle_pool_size, seed, progress)
 
     def state_dict(self) -> dict:
-        return {"rng": self.rng.bit_generator.state}
+        return {"rng": self.rng.bit_generator.state, "generator": self.generator.get_state()}
 
     def load_state_dict(self, state: dict) -> None:
         self.rng.bit_generator.state = state["rng"]
+        if "generator" in state:  # (checkpoints before it was saved: the noise restarts, as it did then)
+            self.generator.set_state(state["generator"])
 
     def _augment(self, grids: np.ndarray, blanks: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """A random symmetry per grid, applied to the grid and its blank mask (vectorised over the batch)."""
@@ -1061,8 +1066,11 @@ def build_sudoku_model(preset: str = "sudoku-small", seed: int = 0):
     return lm
 
 
-def sft_batches(stream: SudokuStream, generator: torch.Generator, curriculum: bool = True, device="cpu"):
+def sft_batches(stream: SudokuStream, generator: torch.Generator | None = None, curriculum: bool = True,
+                device="cpu"):
     """SFT batches for `diffreason.train.train`: prompt = BOS, canvas = the solution under the puzzle's template.
+    The noise tokens come from `generator`, by default the stream's own (saved in its state: a resumed run goes on
+    as an uninterrupted one would).
 
     Without `curriculum` every batch has the final blank range (for fine-tuning a model that already learnt the easy end).
     Batches are built on `device`: the allowed mask is [B, 81, V] (60 MB at batch 512), cheaper made there than moved.
@@ -1071,6 +1079,8 @@ def sft_batches(stream: SudokuStream, generator: torch.Generator, curriculum: bo
 
     from diffreason.tokenizer import BOS, SPECIAL_TOKENS
     from diffreason.train import SFTBatch
+
+    generator = generator if generator is not None else stream.generator
 
     def make(size: int, progress: float) -> SFTBatch:
         solutions, blanks = stream.batch(size, progress if curriculum else 1.0)

@@ -366,3 +366,23 @@ def test_eval_json_reports_bad_files_and_evaluates_the_others(tmp_path):
     report = json.loads((tmp_path / "out" / "json.json").read_text())
     assert report["total"]["schemas"] == 2 and report["total"]["compiled"] == 2 and report["total"]["valid"] == 4
     assert {x["file"] for x in report["bad_files"]} == {"Good_3.json", "Good_4.json"}
+
+
+def test_eval_json_reads_each_schema_in_its_draft_and_takes_boolean_schemas(tmp_path):
+    # QA: a draft-04 exclusiveMinimum was judged as 2020-12 (a false "validator disagreement"), and the schema
+    # `true` under --model crashed the prompt (counted as invalid outputs)
+    from diffreason.cli import EMBEDDED_JSON
+
+    folder = tmp_path / "schemas"
+    folder.mkdir()
+    draft4 = {"$schema": "http://json-schema.org/draft-04/schema#", "type": "number", "minimum": 0,
+              "exclusiveMinimum": True, "maximum": 1}
+    (folder / "Mine_1.json").write_text(json.dumps({"schema": draft4, "tests": [{"data": 0.5, "valid": True},
+                                                                                {"data": 0, "valid": False}]}))
+    (folder / "Mine_2.json").write_text(json.dumps({"schema": True, "tests": [{"data": 1, "valid": True}]}))
+    p = cli("eval", "json", "--schemas", str(folder), "--fillings", "2", "--model", str(EMBEDDED_JSON), "--out",
+            str(tmp_path / "out"))
+    assert p.returncode == 0, p.stderr
+    report = json.loads((tmp_path / "out" / "json.json").read_text())
+    assert report["validator_disagreements"] == 0 and report["total"]["compiled"] == 2, report
+    assert report["invalid_outputs"] == [] and report["total"]["valid"] == 4 and "invalid" not in report["total"], report

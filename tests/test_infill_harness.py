@@ -55,6 +55,17 @@ def test_lines_end_at_newlines_only(tmp_path):
     assert [t.prompt for t in load_tasks(path)] == [row["prompt"], TASK["prompt"]]
 
 
+def test_task_files_of_one_name_are_two_sets(tmp_path):
+    from diffreason.evals.infill_eval import load_sets
+
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    first = _write(tmp_path / "a" / "toy.jsonl", [TASK])
+    second = _write(tmp_path / "b" / "toy.jsonl", [TASK, dict(TASK, task_id="Toy/1")])
+    sets = load_sets([first, second])  # (QA: the second replaced the first, its tasks silently dropped)
+    assert {name: len(tasks) for name, (_, tasks) in sets.items()} == {"toy": 1, "b/toy": 2}
+
+
 def test_load_jsonl_and_gz(tmp_path):
     for gz in (False, True):
         path = _write(tmp_path / f"t{gz}.jsonl{'.gz' if gz else ''}", [TASK, dict(TASK, task_id="Toy/1/L0")], gz)

@@ -80,6 +80,27 @@ SCHEMAS = [
 ]
 
 
+@pytest.mark.parametrize("schema", [
+    # decimals near 2**53 round onto an exclusive bound as floats (QA: every filling was invalid)
+    {"type": "number", "exclusiveMinimum": 9007199254740992, "exclusiveMaximum": 9007199254740994},
+    {"type": "number", "exclusiveMinimum": 1e16, "exclusiveMaximum": 1.0000000000000004e16},
+    {"type": "number", "exclusiveMinimum": -1e16 - 4, "exclusiveMaximum": -1e16},
+    # lengths count a pattern's non-ASCII characters and escapes as one (QA: "no string satisfies")
+    {"type": "string", "pattern": "^é+😀?$", "maxLength": 4},
+    {"type": "string", "pattern": "^é+😀?$", "minLength": 2, "maxLength": 3},
+    {"type": "string", "pattern": "^a\nb+$", "maxLength": 5},
+])
+def test_bounds_near_float_limits_and_non_ascii_lengths(schema):
+    compiled = compile_schema(schema, TOK)
+    for seed in range(30):
+        validate(fill_and_parse(compiled, seed), schema)
+
+
+def test_a_negative_length_is_said_to_be_malformed():
+    with pytest.raises(SchemaError, match="minLength and maxLength must not be negative at #"):
+        compile_schema({"type": "string", "minLength": -1}, TOK)
+
+
 @pytest.mark.parametrize("schema", SCHEMAS)
 def test_every_filling_validates(schema):
     compiled = compile_schema(schema, TOK)

@@ -326,6 +326,23 @@ def test_cli_train_errors(args, message, sudoku_checkpoint, tmp_path):
     assert not (tmp_path / "run" / "model").exists()
 
 
+def test_cli_resume_refuses_another_run_and_says_changed_settings(tmp_path):
+    # QA: --seed 2 or --preset sudoku-base on resume ran silently, mixing runs; --lr changes went unsaid
+    run = ["train", "sudoku", "--preset", "sudoku-tiny", "--batch-size", "2", "--eval-every", "0",
+           "--run-dir", str(tmp_path / "run")]
+    assert run_cli(*run, "--steps", "2").returncode == 0
+    for extra, what in ((["--seed", "2"], "seed 0 there, 2 now"),
+                        (["--preset", "sudoku-small"], 'preset "sudoku-tiny" there, "sudoku-small" now')):
+        p = run_cli(*run, "--steps", "3", *extra)
+        lines = [ln for ln in p.stderr.splitlines() if ln.strip()]
+        assert p.returncode == 2 and len(lines) == 1 and what in lines[0] and "another --run-dir" in lines[0], p.stderr
+    p = run_cli(*run, "--steps", "3", "--lr", "0.002")
+    assert p.returncode == 0 and "resuming with changed settings: steps 2 → 3, lr 0.001 → 0.002" in p.stderr, p.stderr
+    history = [json.loads(x) for x in (tmp_path / "run" / "train_config_history.jsonl").read_text().splitlines()]
+    assert [(h["until_step"], h["config"]["lr"]) for h in history] == [(2, 0.001)]
+    assert json.loads((tmp_path / "run" / "train_config.json").read_text())["lr"] == 0.002
+
+
 def test_training_stream_mixes_in_unique_puzzles_under_symmetries():
     stream = S.SudokuStream(seed=5, pool_size=8, puzzle_fraction=1.0, puzzle_pool_size=10)
     solutions, blanks = stream.batch(12, progress=0.0)
@@ -372,6 +389,37 @@ def test_training_runs_and_resumes(tmp_path, device, precision):
           stream_state=(stream.state_dict, stream.load_state_dict))
     log = [json.loads(x) for x in (tmp_path / "log.jsonl").read_text().splitlines()]
     assert [r["step"] for r in log] == [1, 2, 3, 4, 5]
+
+
+def test_a_resumed_run_is_the_uninterrupted_run(tmp_path):
+    # the noise tokens' generator is part of the stream's saved state (QA: losses differed from step 5 on)
+    from diffreason.train import TrainConfig, train
+
+    cfg = TrainConfig(steps=4, batch_size=4, eval_every=0, save_every=2, seed=1)
+
+    class Killed(Exception):
+        pass
+
+    def run(run_dir, kill_at=None):  # (a fresh model and stream, as a new process has)
+        lm = S.build_sudoku_model("sudoku-tiny", seed=1)
+        stream = S.SudokuStream(seed=1, pool_size=8)
+        make, calls = S.sft_batches(stream), []
+
+        def batches(size, progress):
+            calls.append(1)
+            if len(calls) == kill_at:
+                raise Killed  # (after the checkpoint of step 2)
+            return make(size, progress)
+
+        try:
+            train(lm, batches, cfg, run_dir, stream_state=(stream.state_dict, stream.load_state_dict))
+        except Killed:
+            pass
+        return [json.loads(x)["loss"] for x in (run_dir / "log.jsonl").read_text().splitlines()]
+
+    whole = run(tmp_path / "whole")
+    assert len(run(tmp_path / "cut", kill_at=4)) == 3
+    assert run(tmp_path / "cut") == whole
 
 
 def test_self_conditioning_pass_runs_only_for_the_examples_that_use_it(monkeypatch):

@@ -31,6 +31,10 @@ except ImportError:  # pragma: no cover
 PRINTABLE = [chr(c) for c in range(0x20, 0x7F)]
 # One generated character of '.': printable ASCII with quote and backslash written as escapes.
 STRING_CHAR = r'([ !#-\[\]-~]|\\["\\])'
+# One character of a string as patterns write it (what a length counts, as validators count code points): printable
+# ASCII, an escape, a \uXXXX of the Basic Multilingual Plane or a surrogate pair's two (one character).
+LENGTH_CHAR = (r'([ !#-\[\]-~]|\\["\\/bfnrt]|\\u([0-9a-cA-Ce-fE-F][0-9a-fA-F]{3}|[dD][0-7][0-9a-fA-F]{2}'
+               r'|[dD][89abAB][0-9a-fA-F]{2}\\u[dD][c-fC-F][0-9a-fA-F]{2}))')
 MAX_DOT_RUN = 4
 # Repeat counts past this are more than any slot holds: a `{m,n}` above it is capped at it (a subset of the matches),
 # a minimum above it refused — the automaton would have that many states (`a{1000000000}`).

@@ -26,9 +26,13 @@ from diffreason.tasks.json_schema.keywords import (
     VALIDATION_KEYWORDS, VALUE_REGEXES,
 )
 from diffreason.tasks.json_schema.patterns import (
-    STRING_CHAR, PatternEmpty, PatternError, PatternLengthError, lookaround_parts, pattern_to_json_regex,
+    LENGTH_CHAR, STRING_CHAR, PatternEmpty, PatternError, PatternLengthError, lookaround_parts, pattern_to_json_regex,
 )
 from diffreason.tasks.json_schema.patterns import parser as pattern_parser
+
+# Largest |i| of a number i.dddd the number regex writes: below 2**39 a float's spacing is under 1e-4, so i.dddd
+# parses to a float strictly between i - 1 and i + 1 (near 2**53 it rounds onto them, and past an exclusive bound).
+FRACTION_LIMIT = 2**39 - 1
 
 # Calendar dates (what a format checker's date.fromisoformat accepts): 31-, 30-day months and February to the 28th.
 _DATE = (r"[1-9][0-9]{3}-((0[13578]|1[02])-(0[1-9]|[12][0-9]|3[01])|(0[469]|11)-(0[1-9]|[12][0-9]|30)"
@@ -367,6 +371,9 @@ class ValuesMixin:
         options = []
 
         def add(a, b, fraction):
+            if fraction:  # i.dddd only where a float holds it to a ten-thousandth, so it cannot round onto a bound
+                a = -FRACTION_LIMIT if a is None else max(a, -FRACTION_LIMIT)
+                b = FRACTION_LIMIT if b is None else min(b, FRACTION_LIMIT)
             if a is not None and b is not None and a > b:
                 return
             body = integer_regex(a, b)
@@ -405,6 +412,8 @@ class ValuesMixin:
         width = FORMAT_CHARS[fmt] if fmt else self.budget.string
         lo = int(schema.get("minLength", 0))
         hi = schema.get("maxLength")
+        if lo < 0 or (hi is not None and hi < 0):  # (a malformed schema; was an automaton error)
+            self.fail(path, "minLength and maxLength must not be negative")
         if hi is not None and int(hi) < lo:
             self.fail(path, f"minLength {lo} > maxLength {hi}")
         # maxLength is an upper bound: capping it at the slot budget keeps outputs valid and the automaton small
@@ -458,7 +467,8 @@ class ValuesMixin:
             except PatternError as exc:
                 self.pattern_failure(exc, f"{path}/allOf")
         if not bounded and ("minLength" in schema or "maxLength" in schema):
-            regexes.append(lengths)
+            # (counting every character a pattern or format may write: a pattern's é is \u00e9, one character)
+            regexes.append(f'"{LENGTH_CHAR}{{{lo},{hi}}}"')
             keywords += [f"{k} {schema[k]}" for k in ("minLength", "maxLength") if k in schema]
             width = min(width, hi + 2)
         if excluded:  # complements are exact among printable-ASCII strings only: the slot holds to those
