@@ -30,31 +30,31 @@ says which held (`SandboxResult.isolation`, `.protections`):
     where that cannot bind (uid 0) the audit hook's fork budget caps the process tree. Leftover processes are found
     by a per-run token in their environment and killed.
 
-In every mode: a wall-clock timeout (SIGKILL to the launcher's process group; in the namespace modes that brings
-down the whole pid namespace), rlimits in the child (RLIMIT_CPU, RLIMIT_AS, RLIMIT_NPROC, RLIMIT_FSIZE, RLIMIT_CORE=0,
+In every mode: a wall-clock timeout (SIGKILL to the launcher's process group; in the namespace modes that brings down
+the whole pid namespace), rlimits in the child (RLIMIT_CPU, RLIMIT_AS, RLIMIT_NPROC, RLIMIT_FSIZE, RLIMIT_CORE=0,
 RLIMIT_NOFILE), a fresh temporary working directory removed afterwards, an environment of PATH, HOME=TMPDIR=the
 working directory, LANG/LC_ALL=C.UTF-8 and the run token only (no proxies, no secrets; `-I` ignores every PYTHON*
 variable and `-S` skips site-packages — the standard library imports as usual), stdout/stderr read concurrently and
 capped (the rest is drained and dropped, `stdout_truncated`), and the audit hook, defense in depth over the OS layer
 (and the only layer in ``none``): it refuses sockets other than AF_UNIX socketpairs, name lookups, connect/bind/send
-to addresses, os.kill/os.killpg outside the process's own process group (and kill(-1)), opening for writing,
-creating, renaming, removing, chmod/chown/utime of paths outside the working directory (realpath, so symlinks are
-followed), os.open for writing with a relative path (its dir_fd is invisible to the hook), exec/spawn/system/
-subprocess (a new interpreter would not carry the hook), ctypes and the modules that bypass the audited APIs
-(_ctypes, readline's history files), the gc introspection that could reach the hook, replacing the code or defaults
-of the hook's helpers, changing the mode, owner or times of what a descriptor opened for reading
-names, prlimit of other processes and sqlite databases outside the working directory (a path relative to a
-directory descriptor is judged where that directory is); where RLIMIT_NPROC cannot bind it also allows each process
-only `fork_budget` minus its inherited count of os.fork calls, which bounds the whole process tree at
-2**fork_budget. Calls that reach outside or start a process without raising an audit event (mkfifo, mknod, pidfd,
-memfd, scheduling and clock setters, setpgid/setsid, _posixsubprocess.fork_exec) are taken out of their modules and
-of os's tables of them. The hook decides from C calls and str methods only, with everything it reads bound as
-default arguments (no module global, builtin or Python-level function a program could patch, no closure cell to
-rewrite), so what a refusal's traceback shows of it cannot be turned against it. An audit hook is still not a
-security boundary by itself: a program written against it can rebuild a module from its spec (`importlib.util.
-module_from_spec`), race a path between the hook's check and the open (renaming symlinked directories), and C code
-gets past it. It is the second wall; in ``none`` it is the only one, which holds code that is not written to escape
-it, not code that is. The OS layer works without it (`audit_hook=False`, tested in the namespace modes).
+to addresses, os.kill/os.killpg outside the process's own process group (and kill(-1)), opening for writing, creating,
+renaming, removing, chmod/chown/utime of paths outside the working directory (realpath, so symlinks are followed),
+os.open for writing with a relative path (its dir_fd is invisible to the hook), exec/spawn/system/ subprocess (a new
+interpreter would not carry the hook), ctypes and the modules that bypass the audited APIs (_ctypes, readline's
+history files), the gc introspection that could reach the hook, replacing the code or defaults of the hook's helpers,
+changing the mode, owner, times or attributes of a file through a descriptor, prlimit of other processes and sqlite
+databases outside the working directory (a path relative to a directory descriptor is judged where that directory is);
+where RLIMIT_NPROC cannot bind it also allows each process only `fork_budget` minus its inherited count of os.fork
+calls, which bounds the whole process tree at 2**fork_budget. Calls that reach outside or start a process without
+raising an audit event (mkfifo, mknod, pidfd, memfd, scheduling and clock setters, setpgid/setsid,
+_posixsubprocess.fork_exec) are taken out of their modules and of os's tables of them. The hook decides from C calls
+and str methods only, with everything it reads bound as default arguments (no module global, builtin or Python-level
+function a program could patch, no closure cell to rewrite), so what a refusal's traceback shows of it cannot be
+turned against it. An audit hook is still not a security boundary by itself: a program written against it can rebuild
+a module from its spec (`importlib.util.module_from_spec`), race a path between the hook's check and the open
+(renaming symlinked directories), and C code gets past it. It is the second wall; in ``none`` it is the only one,
+which holds code that is not written to escape it, not code that is. The OS layer works without it
+(`audit_hook=False`, tested in the namespace modes).
 
 Not bounded: the total a run writes into its working directory (each file is capped by `file_size_mb`; the directory
 lives in the host's temporary folder, with no quota) and what it reads — the file system minus the hidden folders.
@@ -123,7 +123,8 @@ SETUP_EXIT = 87  # the launcher's exit status when it could not start the code (
 HIDDEN_DIRS = ("/tmp", "/var/tmp", "/run", "/dev/shm", "/root", "/home")
 
 # The guard: the first code of the final interpreter (passed with -c). It installs the audit hook, replaces
-# __main__ by a fresh module and runs the program file in it. argv: [-c, config json, program path].
+# __main__ by a fresh module and runs the program file in it. argv: [-c, the descriptor its config json is read from,
+# program path].
 GUARD = r'''
 import sys, os, json, types
 def _install(cfg):
@@ -166,7 +167,7 @@ def _install(cfg):
                readlink=posix.readlink, type=type, str=str, bytes=bytes, int=int, repr=repr, OSError=OSError,
                devices=frozenset(("/dev/null", "/dev/zero", "/dev/full", "/dev/stdout", "/dev/stderr", "/dev/tty"))):
         kind = type(path)
-        if kind is int:  # an open descriptor: what it names was checked when it was opened (for writing only)
+        if kind is int:  # an open descriptor: what it names was checked if it was opened for writing
             return fd_ok
         if kind is bytes:
             path = path.decode("utf-8", "surrogateescape")
@@ -239,7 +240,7 @@ def _install(cfg):
                         fd = None
                     if type(fd) is not int and fd is not None:
                         raise PermissionError("sandbox: " + event + " with dir_fd " + repr(fd) + " is not allowed")
-                    # (a descriptor opened to read may name anything: its metadata is not the code's to change)
+                    # (a descriptor opened to read may name anything: no metadata is changed through one)
                     if not inside(args[i], False, fd, event not in metadata_events):
                         raise PermissionError("sandbox: " + event + " of " + repr(args[i]) + " is not allowed")
                 return

@@ -218,7 +218,7 @@ def train(
         if isinstance(previous, dict) and previous != json.loads(cfg.model_dump_json()):
             with open(run_dir / "train_config_history.jsonl", "a") as f:
                 f.write(json.dumps({"until_step": step, "config": previous}) + "\n")
-        if not identity_file.is_file():
+        if not state_file.is_file() or not identity_file.is_file():  # (a fresh start is the run from now on)
             identity_file.write_text(json.dumps(identity, indent=2) + "\n")
         config_file.write_text(cfg.model_dump_json(indent=2))
         if log_file.is_file():  # drop records past the checkpoint (those steps are about to be redone) and torn lines
