@@ -81,6 +81,24 @@ class DiffusionLM:
         return int(self.model.config.text_config.vocab_size)
 
     @property
+    def context_length(self) -> int | None:
+        """Positions the model was built for (the prompt and every canvas of the answer share them); None: unknown."""
+        value = getattr(self.model.config.text_config, "max_position_embeddings", None)
+        return int(value) if value else None
+
+    def check_context(self, prompt_tokens: int, max_new_tokens: int) -> None:
+        """ConfigError when a prompt of `prompt_tokens` and the canvases `max_new_tokens` take would run past the
+        model's positions."""
+        from diffreason.errors import ConfigError
+
+        limit, canvas = self.context_length, self.canvas_length
+        need = prompt_tokens + -(-max_new_tokens // canvas) * canvas
+        if limit is not None and need > limit:
+            raise ConfigError(f"the prompt ({prompt_tokens} tokens) and the answer's canvases "
+                              f"({-(-max_new_tokens // canvas)} of {canvas}) need {need} positions; the model has "
+                              f"{limit}")
+
+    @property
     def device(self) -> torch.device:
         return self.model.device
 

@@ -67,9 +67,10 @@ class Job:
     done: Future = field(default_factory=Future)
 
 
-def parse_request(body: Any, tokenizer, canvas_length: int) -> tuple[list[Job], bool]:
+def parse_request(body: Any, tokenizer, canvas_length: int, lm=None) -> tuple[list[Job], bool]:
     """The jobs of one /generate body (one per prompt), and whether its prompts came as a list (then a list of
-    answers goes back, even of one); RequestError with a client-facing message."""
+    answers goes back, even of one); RequestError with a client-facing message. With `lm`, a prompt and answer that
+    would not fit the model's positions are refused here, before they reach the batch."""
     from diffreason.structured import TEMPLATE_PARAM, constraint_template, template_from_positions
 
     if not isinstance(body, dict):
@@ -134,6 +135,15 @@ def parse_request(body: Any, tokenizer, canvas_length: int) -> tuple[list[Job], 
         raise RequestError(str(exc)) from None
     if template is not None and max_new < len(template):
         raise RequestError(f"max_new_tokens={max_new} is shorter than the constrained output ({len(template)} tokens)")
+    if lm is not None:
+        out = len(template) if template is not None else max_new
+        for text in texts:
+            size = (1 + len(tokenizer.encode(text, add_special_tokens=False))) if isinstance(text, str) else \
+                max(1, len(text))
+            try:
+                lm.check_context(size, out)
+            except DiffreasonError as exc:
+                raise RequestError(str(exc)) from None
     rid = body.get("rid") if isinstance(body.get("rid"), str) else uuid.uuid4().hex
     stream = bool(body.get("stream"))
     if stream and not single:
@@ -271,10 +281,10 @@ def make_app(lm, max_batch: int = 16, batch_wait: float = 0.01):
     async def generate(request: Request):  # (FastAPI reads this annotation: no `from __future__ import annotations`)
         try:
             body = json.loads(await request.body())
-        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        except (ValueError, UnicodeDecodeError) as exc:  # (ValueError: JSON's, or an integer of 4,300+ digits)
             return error(400, f"the body is not JSON: {exc}")
         try:
-            jobs, as_list = await asyncio.to_thread(parse_request, body, tokenizer, lm.canvas_length)
+            jobs, as_list = await asyncio.to_thread(parse_request, body, tokenizer, lm.canvas_length, lm)
         except RequestError as exc:
             return error(400, str(exc))
         futures = [batcher.submit(job) for job in jobs]

@@ -63,7 +63,7 @@ def constraint_template(
         if not isinstance(regex, str) or not regex:
             raise TemplateError("regex must be a non-empty string")
         # A regex is one slot: as long as the token budget allows, within one canvas (EOS takes the last place).
-        length = min(max_tokens or canvas_length, canvas_length) - 1
+        length = min(max_tokens if max_tokens is not None else canvas_length, canvas_length) - 1
         if length < 1:
             raise TemplateError(f"max_tokens={max_tokens} leaves no room for a regex match")
         eos = CanvasTemplate.from_positions(len(tokenizer), [tokenizer.eos_token_id])
@@ -131,7 +131,7 @@ def template_from_positions(text: str | list, vocab_size: int) -> CanvasTemplate
     elif isinstance(text, str):
         try:
             positions = json.loads(text)
-        except json.JSONDecodeError as exc:
+        except ValueError as exc:  # (JSON's, or an integer of more than 4,300 digits)
             raise DiffreasonError(f"{TEMPLATE_PARAM} must be a JSON list: {exc}") from None
     else:
         raise DiffreasonError(f"{TEMPLATE_PARAM} must be a list of positions or its JSON text, got "

@@ -101,6 +101,9 @@ def test_engine_errors(tiny_lm):
         engine.generate([2, 10**6])
     with pytest.raises(ConfigError, match="at least 1"):
         engine.generate("x", max_new_tokens=0)
+    limit = tiny_lm.context_length
+    with pytest.raises(ConfigError, match=f"the prompt \\({limit} tokens\\) .* the model has {limit}"):
+        engine.generate([2] * limit, max_new_tokens=1)  # (past the model's positions)
     for seed in (2**64, -1, 1.5, True, "3"):
         with pytest.raises(ConfigError, match=r"seed must be an integer in \[0, 2\*\*64\)"):
             engine.generate("x", seed=seed, max_new_tokens=2)

@@ -122,6 +122,14 @@ def test_an_unconstrained_answer_ends_at_max_new_tokens(server):
     ({"text": "x", "sampling_params": {"stop": 5}}, None, "stop must be a non-empty string or a list of them"),
     ({"text": "x", "sampling_params": {"stop": ["a", ""]}}, None, "stop must be a non-empty string"),
     ({"text": "x", "sampling_params": {"stop_token_ids": [-1]}}, None, "stop_token_ids must be a list of token ids"),
+    # (QA, 2026-12-06: an integer of 4,300+ digits was a 500; prompts and templates past the model's positions ran)
+    (None, b'{"text": "a", "sampling_params": {"max_new_tokens": ' + b"9" * 5000 + b"}}", "the body is not JSON"),
+    ({"text": "x", "sampling_params": {"custom_params": {"diffreason_template": "[" + "9" * 5000 + "]"}}}, None,
+     "diffreason_template must be a JSON list"),
+    ({"input_ids": [71] * 5000, "sampling_params": {"max_new_tokens": 8}}, None,
+     "the prompt (5000 tokens) and the answer's canvases (1 of 128) need 5128 positions; the model has 4096"),
+    ({"text": "a", "sampling_params": {"max_new_tokens": 10**6, "custom_params": {
+        "diffreason_template": json.dumps([None] * 200_000)}}}, None, "need 200066 positions; the model has 4096"),
 ])
 def test_a_bad_request_is_a_400_with_the_reason_and_the_server_lives_on(server, body, raw, message):
     status, text = post(server + "/generate", body, raw=raw)

@@ -91,6 +91,18 @@ def json_type(value: Any) -> str:
     return {str: "string", list: "array", dict: "object", type(None): "null"}[type(value)]
 
 
+def json_equal(a: Any, b: Any) -> bool:
+    """Equality of JSON values as JSON Schema has it: Python's, except that a boolean is never a number (Python's
+    False == 0 == -0.0), in lists and objects too."""
+    if isinstance(a, bool) or isinstance(b, bool):
+        return type(a) is type(b) and a == b
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(json_equal(x, y) for x, y in zip(a, b))
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(json_equal(a[k], b[k]) for k in a)
+    return a == b
+
+
 def finite_values(schema: dict) -> list | None:
     """Every value `schema` names by its own const / enum / type boolean or null (None: not a finite set)."""
     if "const" in schema:

@@ -14,7 +14,9 @@ from typing import Any
 
 from diffreason import limits
 from diffreason.errors import SchemaError
-from diffreason.tasks.json_schema.base import DepthLimit, NoValue, TooComplex, json_type, lcm, positive_number
+from diffreason.tasks.json_schema.base import (
+    DepthLimit, NoValue, TooComplex, json_equal, json_type, lcm, positive_number,
+)
 from diffreason.tasks.json_schema.keywords import (
     ANNOTATIONS, ANY_VALUE, KEYWORDS, MULTIPLES, PATTERNS, REFS, VALIDATION_KEYWORDS,
 )
@@ -179,7 +181,7 @@ class RewriteMixin:
             if key == REFS:
                 out[key] = _longer(out.get(key, ()), value)
                 continue
-            if key not in out or out[key] == value or key in ANNOTATIONS or key not in VALIDATION_KEYWORDS:
+            if key not in out or json_equal(out[key], value) or key in ANNOTATIONS or key not in VALIDATION_KEYWORDS:
                 out.setdefault(key, value)
                 continue
             merge = KEYWORDS[key].merge
