@@ -253,7 +253,7 @@ class Engine:
             seed = int(seed)
         if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or not 0 <= seed < 2**64:
             raise ConfigError(f"seed must be an integer in [0, 2**64), got {r.seed!r}")  # (torch's generators')
-        self.lm.check_context(len(ids), max_new)
+        max_new = self.lm.fit_to_context(len(ids), max_new, len(template) if template is not None else 0)
         return ids, template, int(seed), -(-max_new // canvas), max_new
 
     @torch.inference_mode()

@@ -86,17 +86,23 @@ class DiffusionLM:
         value = getattr(self.model.config.text_config, "max_position_embeddings", None)
         return int(value) if value else None
 
-    def check_context(self, prompt_tokens: int, max_new_tokens: int) -> None:
-        """ConfigError when a prompt of `prompt_tokens` and the canvases `max_new_tokens` take would run past the
-        model's positions."""
+    def fit_to_context(self, prompt_tokens: int, max_new_tokens: int, fixed_tokens: int = 0) -> int:
+        """`max_new_tokens` cut to the whole canvases that fit the model's positions after the prompt (a cap, as
+        SGLang cuts it); ConfigError when the prompt and the `fixed_tokens` an answer must hold (a template's length)
+        do not fit."""
         from diffreason.errors import ConfigError
 
         limit, canvas = self.context_length, self.canvas_length
-        need = prompt_tokens + -(-max_new_tokens // canvas) * canvas
-        if limit is not None and need > limit:
-            raise ConfigError(f"the prompt ({prompt_tokens} tokens) and the answer's canvases "
-                              f"({-(-max_new_tokens // canvas)} of {canvas}) need {need} positions; the model has "
-                              f"{limit}")
+        if limit is None:
+            return max_new_tokens
+        room = (limit - prompt_tokens) // canvas * canvas  # (every canvas of the answer takes its positions whole)
+        need = max(1, fixed_tokens)
+        if room < need:
+            canvases = -(-need // canvas)
+            raise ConfigError(f"the prompt ({prompt_tokens} tokens) and the answer's {canvases} canvas"
+                              f"{'es' if canvases > 1 else ''} of {canvas} need {prompt_tokens + canvases * canvas} "
+                              f"positions; the model has {limit}")
+        return min(max_new_tokens, room)
 
     @property
     def device(self) -> torch.device:

@@ -69,8 +69,8 @@ class Job:
 
 def parse_request(body: Any, tokenizer, canvas_length: int, lm=None) -> tuple[list[Job], bool]:
     """The jobs of one /generate body (one per prompt), and whether its prompts came as a list (then a list of
-    answers goes back, even of one); RequestError with a client-facing message. With `lm`, a prompt and answer that
-    would not fit the model's positions are refused here, before they reach the batch."""
+    answers goes back, even of one); RequestError with a client-facing message. With `lm`, a prompt (and template)
+    that would not fit the model's positions is refused here, before it reaches the batch."""
     from diffreason.structured import TEMPLATE_PARAM, constraint_template, template_from_positions
 
     if not isinstance(body, dict):
@@ -135,13 +135,12 @@ def parse_request(body: Any, tokenizer, canvas_length: int, lm=None) -> tuple[li
         raise RequestError(str(exc)) from None
     if template is not None and max_new < len(template):
         raise RequestError(f"max_new_tokens={max_new} is shorter than the constrained output ({len(template)} tokens)")
-    if lm is not None:
-        out = len(template) if template is not None else max_new
+    if lm is not None:  # (the engine cuts max_new_tokens to the positions left, as SGLang does)
         for text in texts:
             size = (1 + len(tokenizer.encode(text, add_special_tokens=False))) if isinstance(text, str) else \
                 max(1, len(text))
             try:
-                lm.check_context(size, out)
+                lm.fit_to_context(size, max_new, len(template) if template is not None else 0)
             except DiffreasonError as exc:
                 raise RequestError(str(exc)) from None
     rid = body.get("rid") if isinstance(body.get("rid"), str) else uuid.uuid4().hex

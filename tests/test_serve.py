@@ -127,9 +127,9 @@ def test_an_unconstrained_answer_ends_at_max_new_tokens(server):
     ({"text": "x", "sampling_params": {"custom_params": {"diffreason_template": "[" + "9" * 5000 + "]"}}}, None,
      "diffreason_template must be a JSON list"),
     ({"input_ids": [71] * 5000, "sampling_params": {"max_new_tokens": 8}}, None,
-     "the prompt (5000 tokens) and the answer's canvases (1 of 128) need 5128 positions; the model has 4096"),
+     "the prompt (5000 tokens) and the answer's 1 canvas of 128 need 5128 positions; the model has 4096"),
     ({"text": "a", "sampling_params": {"max_new_tokens": 10**6, "custom_params": {
-        "diffreason_template": json.dumps([None] * 200_000)}}}, None, "need 200066 positions; the model has 4096"),
+        "diffreason_template": json.dumps([None] * 200_000)}}}, None, "1563 canvases of 128 need 200066 positions"),
 ])
 def test_a_bad_request_is_a_400_with_the_reason_and_the_server_lives_on(server, body, raw, message):
     status, text = post(server + "/generate", body, raw=raw)
