@@ -223,7 +223,7 @@ class Engine:
         """(prompt ids, template, seed, canvases, max_new_tokens) of a request, checked."""
         tok = self.lm.tokenizer
         if isinstance(r.prompt, str):
-            ids = [tok.bos_token_id] + tok.encode(r.prompt, add_special_tokens=False)
+            ids = self.lm.encode_prompt(r.prompt)
         else:
             ids = [int(t) for t in r.prompt]
             if not ids:

@@ -86,6 +86,10 @@ class DiffusionLM:
         value = getattr(self.model.config.text_config, "max_position_embeddings", None)
         return int(value) if value else None
 
+    def encode_prompt(self, text: str) -> list[int]:
+        """A text prompt's token ids as the engine reads it: BOS, then the text without special tokens."""
+        return [self.tokenizer.bos_token_id] + self.tokenizer.encode(text, add_special_tokens=False)
+
     def fit_to_context(self, prompt_tokens: int, max_new_tokens: int, fixed_tokens: int = 0) -> int:
         """`max_new_tokens` cut to the whole canvases that fit the model's positions after the prompt (a cap, as
         SGLang cuts it); ConfigError when the prompt and the `fixed_tokens` an answer must hold (a template's length)

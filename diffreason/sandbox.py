@@ -187,6 +187,15 @@ def _install(cfg):
         return p == wd or p.startswith(sub) or (allow_devices and p in devices)
 
     budget = cfg.get("fork_budget")
+    # event -> indices of path arguments that get written/changed, indices of dir_fd arguments
+    path_events = (
+        ("os.rename", (0, 1), (2, 3)), ("os.remove", (0,), (1,)), ("os.rmdir", (0,), (1,)),
+        ("os.mkdir", (0,), (2,)), ("os.link", (0, 1), (2, 3)), ("os.symlink", (1,), (2,)),
+        ("os.truncate", (0,), ()), ("os.chmod", (0,), (2,)), ("os.chown", (0,), (3,)),
+        ("os.utime", (0,), (3,)), ("os.chflags", (0,), ()), ("os.lchflags", (0,), ()),
+        ("os.lchmod", (0,), ()), ("os.setxattr", (0,), ()), ("os.removexattr", (0,), ()),
+        ("shutil.rmtree", (0,), ()),
+    )
 
     def hook(event, args, inside=inside, realpath=realpath, type=type, str=str, bytes=bytes, int=int, len=len,
              repr=repr, next=next, PermissionError=PermissionError, BlockingIOError=BlockingIOError, OSError=OSError,
@@ -206,15 +215,7 @@ def _install(cfg):
              metadata_events=frozenset(("os.chmod", "os.chown", "os.utime", "os.chflags", "os.setxattr",
                                         "os.removexattr")),
              code_attrs=frozenset(("__code__", "__defaults__", "__kwdefaults__")),
-             # event -> indices of path arguments that get written/changed, indices of dir_fd arguments
-             path_events=(
-                 ("os.rename", (0, 1), (2, 3)), ("os.remove", (0,), (1,)), ("os.rmdir", (0,), (1,)),
-                 ("os.mkdir", (0,), (2,)), ("os.link", (0, 1), (2, 3)), ("os.symlink", (1,), (2,)),
-                 ("os.truncate", (0,), ()), ("os.chmod", (0,), (2,)), ("os.chown", (0,), (3,)),
-                 ("os.utime", (0,), (3,)), ("os.chflags", (0,), ()), ("os.lchflags", (0,), ()),
-                 ("os.lchmod", (0,), ()), ("os.setxattr", (0,), ()), ("os.removexattr", (0,), ()),
-                 ("shutil.rmtree", (0,), ()),
-             )):
+             path_events=path_events, path_event_names=frozenset(name for name, _, _ in path_events)):
         if event == "open":
             path, mode, flags = args
             if path is None:
@@ -230,7 +231,7 @@ def _install(cfg):
                 if not inside(path):
                     raise PermissionError("sandbox: writing " + repr(path) + " is not allowed")
             return
-        for name, paths, dirfds in path_events:
+        for name, paths, dirfds in path_events if event in path_event_names else ():  # (most events are none)
             if event == name:
                 for k, i in enumerate(paths):
                     if i >= len(args) or args[i] is None:
@@ -288,9 +289,10 @@ def _install(cfg):
                 raise PermissionError("sandbox: prlimit of another process is not allowed")
         elif event == "sqlite3.connect":
             db = args[0]
-            if not (type(db) is str and (db == ":memory:" or db == "")) and not (
-                    (type(db) is str or type(db) is bytes) and not db.startswith("file:" if type(db) is str
-                                                                                else b"file:") and inside(db, False)):
+            in_memory = type(db) is str and (db == ":memory:" or db == "")
+            a_path = ((type(db) is str and not db.startswith("file:"))  # (a file: URI is not a path to judge)
+                      or (type(db) is bytes and not db.startswith(b"file:")))
+            if not in_memory and not (a_path and inside(db, False)):
                 raise PermissionError("sandbox: a database at " + repr(db) + " is not allowed")
         elif event.startswith("ctypes.") or event in refused_events:
             raise PermissionError("sandbox: " + event + " is not allowed")

@@ -136,11 +136,10 @@ def parse_request(body: Any, tokenizer, canvas_length: int, lm=None) -> tuple[li
     if template is not None and max_new < len(template):
         raise RequestError(f"max_new_tokens={max_new} is shorter than the constrained output ({len(template)} tokens)")
     if lm is not None:  # (the engine cuts max_new_tokens to the positions left, as SGLang does)
-        for text in texts:
-            size = (1 + len(tokenizer.encode(text, add_special_tokens=False))) if isinstance(text, str) else \
-                max(1, len(text))
+        texts = [lm.encode_prompt(t) if isinstance(t, str) else t for t in texts]  # (encoded once, here)
+        for ids in texts:
             try:
-                lm.fit_to_context(size, max_new, len(template) if template is not None else 0)
+                lm.fit_to_context(max(1, len(ids)), max_new, len(template) if template is not None else 0)
             except DiffreasonError as exc:
                 raise RequestError(str(exc)) from None
     rid = body.get("rid") if isinstance(body.get("rid"), str) else uuid.uuid4().hex

@@ -98,9 +98,10 @@ def read_puzzles(data: bytes | str) -> list[PuzzleEntry]:
 
     A puzzle is one line of 81 cells, or a 9-line grid: nine consecutive rows of 9 cells, with box separators (`|`,
     `------+-------+------` rows) allowed. Blank lines separate grids. A line whose first non-blank character is `#`
-    is a comment, skipped (within a grid too), and `# ...` after a puzzle is stripped; a line that holds more than a puzzle (a trailing `// note`,
-    a rating, CSV fields) reads its first run of 81 cells (digits and `.`). Bytes are read as UTF-8 line by line (a
-    line that is not UTF-8 is an entry with an error; a byte order mark is dropped); lines end at \n, \r\n or \r.
+    is a comment, skipped (within a grid too), and `# ...` after a puzzle is stripped; a line that holds more than a
+    puzzle (a trailing `// note`, a rating, CSV fields) reads its first run of 81 cells (digits and `.`). Bytes are
+    read as UTF-8 line by line (a line that is not UTF-8 is an entry with an error; a byte order mark is dropped);
+    lines end at \n, \r\n or \r.
     """
     if isinstance(data, str):  # (as bytes, so that lines end where they do in bytes: not at \f or \x1c)
         data = data.encode("utf-8", "surrogatepass")

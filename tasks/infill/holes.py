@@ -81,9 +81,10 @@ class InfillCode:
             out.append(self.segments[i + 1])
         return "".join(out)
 
-    def given(self, text: str, hole: int | None = None) -> str:
-        """`text` (a fill of hole `hole`, or any text of the code) with the line ends it was given with there."""
-        newline = (self.holes[hole].newline if hole is not None else None) or self.newline
+    def given(self, text: str, hole: int) -> str:
+        """`text`, a fill of hole `hole`, with its lines ended as the hole's line was (the code's main line end where
+        the hole's line had none)."""
+        newline = self.holes[hole].newline or self.newline
         return text if newline == "\n" else text.replace("\n", newline)
 
     def written(self, texts) -> str:

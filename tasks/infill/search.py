@@ -404,8 +404,8 @@ def run_infill(
         c = chosen[pick.index][i]
         prefix_cut, suffix_cut = found.cuts[(pick.index, c.length)]
         holes.append(HoleFill(
-            index=i, text=code.given(c.text, i), length=c.length, tokens=c.tokens, steps=c.steps, candidate=pick.index, seed=c.seed,
-            score=c.score, lengths=found.lengths,
+            index=i, text=code.given(c.text, i), length=c.length, tokens=c.tokens, steps=c.steps,
+            candidate=pick.index, seed=c.seed, score=c.score, lengths=found.lengths,
             why=_length_why(c, found.by_sample[pick.index], mode, i == n_holes - 1) + "; " + why,
             prefix_cut=prefix_cut, suffix_cut=suffix_cut,
         ))
