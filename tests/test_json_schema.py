@@ -1326,6 +1326,13 @@ OVERLAPPING_ONE_OF = [
     {"oneOf": [{"type": "integer", "maximum": 10}, {"type": "integer", "minimum": 5}]},
     # a finite branch keeps its own `not` beside the others'
     {"oneOf": [{"enum": ["a", "b", 7], "not": {"const": "a"}}, {"type": "string", "maxLength": 3}]},
+    # the first branch's `not`, alone a string, is written beside the types the enum's fold leaves (arrays too), so
+    # it must still be made to fail the array branch (fuzz seed 61210 wrote arrays, 10 of 10 invalid)
+    {"oneOf": [{"if": {"anyOf": [{"type": "string"}, {"enum": [2]}], "minLength": 1}, "then": {"const": None}},
+               {"type": "array"}, {"enum": ["a", {"a": 1}]}]},
+    {"oneOf": [{"if": {"anyOf": [{"pattern": "-?|-+@[a-f0-9].", "type": "string"}, {"enum": [2]}], "maxLength": 6,
+                       "minLength": 1}, "then": {"const": None}},
+               {"type": ["array"]}, {"enum": ["a", {"a": -4, "k": 20}, "-1"]}]},
 ]
 
 

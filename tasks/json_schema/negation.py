@@ -492,15 +492,19 @@ class NegationMixin:
             return self.accepted_types(schema)
         for key in ("anyOf", "oneOf"):
             if key in schema and isinstance(schema[key], list):
-                # a branch is written merged with the schema around it: one that names no type of its own takes
-                # the surrounding `type` (`{"pattern": ""}` beside `"type": ["array", ...]` writes arrays too)
-                around, out = self.accepted_types(schema), set()
+                # a branch is written merged with the schema around it, so its types are read off the merge: one
+                # that names no type of its own takes the surrounding `type` (`{"pattern": ""}` beside `"type":
+                # ["array", ...]` writes arrays too), and a `not` inside it is folded against that type (`not
+                # {"type": "string"}` beside `"type": ["array", "null"]` writes arrays and nulls, alone strings)
+                around, rest, out = self.accepted_types(schema), {k: v for k, v in schema.items() if k != key}, set()
                 for sub in schema[key]:
-                    resolved = self.resolve(sub, "", seen)[0]
-                    if around is not None and not resolved.keys() & {"type", "const", "enum", "anyOf", "oneOf"}:
-                        sub_types = around
-                    else:
-                        sub_types = self.emitted_types(resolved, seen)
+                    try:
+                        resolved = self.resolve({"allOf": [rest, sub]} if rest else sub, "", seen)[0]
+                    except NoValue:  # the branch writes nothing beside the rest of the schema
+                        continue
+                    except SchemaError:
+                        return None
+                    sub_types = self.emitted_types(resolved, seen)
                     if sub_types is None:
                         return None
                     out |= sub_types
