@@ -276,7 +276,8 @@ def generate(
         out["prompt"] = prompt
         print(json.dumps(out))
     else:
-        Console().print(Text(result.text))
+        # (the text as written: rich would wrap it at the terminal's width and expand its tabs)
+        sys.stdout.write(result.text + "\n")
         err_console.print(
             f"[dim]{len(result.tokens)} tokens, steps per canvas {result.steps}, {result.seconds:.2f}s[/dim]"
         )
@@ -867,7 +868,6 @@ def solve_sudoku(
         sudoku.check_vocabulary(lm)
     except KeyboardInterrupt:
         raise Interrupted(f"before solving; none of the {len(todo)} puzzles was answered") from None
-    out = Console()
     pending_errors = list(failed)  # error records not yet printed (--json), in input order
     answered = solved = 0
 
@@ -884,12 +884,13 @@ def solve_sudoku(
                          "has_solution": True if known else None, "unique": count == 1 if known else None})
         else:
             cells = [int(c) for c in res.solution] if res.solution else e.cells
-            out.print(Text(sudoku.to_grid(cells)))
             where = f"line {e.line}: " if source else ""
             several = " — the puzzle has more than one solution" if count == 2 else ""
             verdict = "solved" if res.solved else "NOT solved"
             chains = f", {res.samples} chains" + (", per-cell vote" if res.voted else "") if samples > 1 else ""
-            out.print(f"{where}{verdict} in {res.steps} steps (mode {res.mode}{chains}){several}\n")
+            # (plain lines: a console would wrap the verdict at the terminal's width)
+            sys.stdout.write(f"{sudoku.to_grid(cells)}\n{where}{verdict} in {res.steps} steps (mode {res.mode}{chains})"
+                             f"{several}\n\n")
             sys.stdout.flush()
         answered += 1
         solved += res.solved

@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import numbers
+import operator
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
@@ -225,7 +226,15 @@ class Engine:
         if isinstance(r.prompt, str):
             ids = self.lm.encode_prompt(r.prompt)
         else:
-            ids = [int(t) for t in r.prompt]
+            try:  # (token ids: ints, numpy's or 0-d tensors, never a float or string to be truncated or parsed)
+                ids = [operator.index(t) for t in r.prompt]
+            except TypeError:
+                try:
+                    odd = next(t for t in r.prompt if not isinstance(t, numbers.Integral))
+                    what = f"a {type(r.prompt).__name__} holding a {type(odd).__name__}"
+                except (TypeError, StopIteration):
+                    what = type(r.prompt).__name__
+                raise ConfigError(f"a prompt is a string or a sequence of integer token ids, not {what}") from None
             if not ids:
                 ids = [tok.bos_token_id]
             bad = [t for t in ids if not 0 <= t < self.lm.vocab_size]

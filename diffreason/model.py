@@ -376,6 +376,8 @@ def _fsync_files(directory: Path, directory_only: bool = False) -> None:
 def check_checkpoint(path: str | Path) -> tuple[Path, dict, dict | None]:
     """(path, config.json, generation_config.json or None) of a DiffusionGemma checkpoint directory, checked without
     importing torch: any problem is one ModelLoadError that names the file."""
+    if not isinstance(path, (str, os.PathLike)):
+        raise ModelLoadError(f"a model path is a string or a path, not {type(path).__name__}")
     path = Path(path).expanduser()
     if not path.exists():
         raise ModelLoadError(f"model directory {str(path)!r} does not exist")

@@ -265,9 +265,37 @@ def _transformers_tokens(path: Path) -> list[int]:
                                max_denoising_steps=path.steps, confidence_threshold=NO_EARLY_STOP)
 
 
+PATHS = ("unconstrained", "sudoku-1", "sudoku-64", "json", "infill")
+DRAWS = ("reference", "fast-whole", "fast")
+
+
+def _options(paths: str, draws: str, threads: str, steps: int | None, repeats: int) -> tuple:
+    """The lists of paths, draws and thread counts asked for, or one clear error (exit 2) naming the bad value."""
+    def listed(text: str, option: str, known: tuple) -> list[str]:
+        names = [n.strip() for n in text.split(",") if n.strip()]
+        unknown = [n for n in names if n not in known]
+        if unknown or not names:
+            raise typer.BadParameter(f"{', '.join(map(repr, unknown)) or 'nothing'} (choose from {', '.join(known)})",
+                                     param_hint=option)
+        return names
+
+    names, draw_list = listed(paths, "--paths", PATHS), listed(draws, "--draws", DRAWS)
+    try:
+        thread_list = [int(t) for t in threads.split(",") if t.strip()]
+    except ValueError:
+        thread_list = []
+    if not thread_list or min(thread_list) < 1:
+        raise typer.BadParameter(f"{threads!r}: comma-separated counts of at least 1", param_hint="--threads")
+    if repeats < 1:
+        raise typer.BadParameter(f"{repeats}: at least 1 timed run", param_hint="--repeats")
+    if steps is not None and steps < 1:
+        raise typer.BadParameter(f"{steps}: at least 1 step", param_hint="--steps")
+    return names, draw_list, thread_list
+
+
 @app.command()
 def main(
-    paths: str = typer.Option("unconstrained,sudoku-1,sudoku-64,json,infill", help="paths to measure"),
+    paths: str = typer.Option(",".join(PATHS), help="paths to measure"),
     draws: str = typer.Option("reference,fast-whole,fast", help="draws to compare (each path runs every one, "
                               "alternated); fast-whole: fast draws with the model's whole forward"),
     threads: str = typer.Option("1,2", help="torch thread counts to measure"),
@@ -278,9 +306,7 @@ def main(
                                 "transformers' generate, batched and one at a time"),
 ) -> None:
     console = Console(width=160)
-    names = [n.strip() for n in paths.split(",") if n.strip()]
-    draw_list = [d.strip() for d in draws.split(",") if d.strip()]
-    thread_list = [int(t) for t in threads.split(",") if t.strip()]
+    names, draw_list, thread_list = _options(paths, draws, threads, steps, repeats)
     console.print("Command: python -m diffreason.evals.bench_engine " + " ".join(sys.argv[1:]))
     table = Table(title="diffreason engine: time per denoising step, fixed steps per canvas (early stop off), "
                   f"float32, cpu; median of {repeats} runs")

@@ -836,7 +836,8 @@ def solve_batches(
     1, 1, 2, 4, ... (`chain_waves`), each wave one batch over the puzzles no chain has solved yet, so a puzzle solved
     early costs one chain; inside a wave, a chain that finishes on an accepted grid stops its siblings at once (they
     cost the steps they took). When no chain's grid is accepted the answer is the per-cell majority of the chains'
-    grids (`voted`). `steps` sums every chain's steps; `seconds` is the batch's time over its puzzles."""
+    grids (`voted`). `steps` sums every chain's steps; `seconds` is the batch's time over its puzzles. `callback(k,
+    trace)` sees every denoising step of puzzle k (k counted from 0 over all batches; with `samples` 1 only)."""
     from diffreason.engine import Engine, GenerationRequest
 
     if mode not in MODES:
@@ -882,8 +883,10 @@ def solve_batches(
                 hooks = [verified_hook(engine.sampler)] if mode == "verified" else []
                 if wave > 1:
                     hooks.append(siblings_stop_hook(variants[b : b + per_batch], wave))
-                outs += engine.generate_batch(requests[b : b + per_batch], callback=callback if samples == 1 else None,
-                                              step_hook=_compose(hooks))
+                # (the callback's request index is the puzzle's, counted over every batch)
+                watch = None if callback is None or samples > 1 else (
+                    lambda r, trace, base=start + b: callback(base + r, trace))
+                outs += engine.generate_batch(requests[b : b + per_batch], callback=watch, step_hook=_compose(hooks))
             for (p, sym, _), out in zip(chains, outs):
                 cells = decode(out.raw_tokens)
                 back = None if cells is None else sym.invert(cells)

@@ -1,8 +1,11 @@
 """What `make bench`'s served table counts (diffreason.evals.bench_engine)."""
 
+import pytest
+from typer.testing import CliRunner
+
 from diffreason import Engine, SamplerConfig
 from diffreason.engine import GenerationRequest
-from diffreason.evals.bench_engine import RowPasses, served_prompts
+from diffreason.evals.bench_engine import RowPasses, app, served_prompts
 
 
 def test_the_served_batch_is_sixteen_different_prompts():
@@ -21,3 +24,15 @@ def test_row_passes_count_each_canvas_through_the_denoiser(tiny_lm):
     counted = passes.rows
     engine.generate_batch(requests)  # the hook is gone once left
     assert passes.rows == counted
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--draws", "bogus"], "Invalid value for --draws: 'bogus' (choose from reference, fast-whole, fast)"),
+    (["--paths", "none"], "Invalid value for --paths: 'none'"),
+    (["--threads", "x"], "Invalid value for --threads: 'x'"),
+    (["--repeats", "0"], "Invalid value for --repeats: 0: at least 1 timed run"),
+])
+def test_bad_options_are_refused_before_any_model_loads(args, message):
+    """(`--draws bogus` ran reference draws under that label; `--threads x` was a traceback.)"""
+    result = CliRunner().invoke(app, args, env={"COLUMNS": "200"})  # (typer's error box, one line wide)
+    assert result.exit_code == 2 and message in " ".join(result.output.replace("│", " ").split()), result.output

@@ -25,6 +25,18 @@ def test_generate_json(tiny_checkpoint):
     assert again["tokens"] == out["tokens"]
 
 
+def test_generate_prints_the_text_as_generated(tiny_checkpoint):
+    """Plain output is the text itself, not wrapped at the terminal's width (COLUMNS), nor its tabs expanded."""
+    args = ("generate", "--model", str(tiny_checkpoint), "--seed", "4", "--steps", "3", "Hello")
+    text = json.loads(run(*args, "--json").stdout)["text"]
+    assert len(text) > 12
+    env = {**os.environ, "PYTHONWARNINGS": "ignore", "COLUMNS": "12"}
+    p = subprocess.run([sys.executable, "-m", "diffreason.cli", *args], capture_output=True, text=True, timeout=300,
+                       env=env)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout == text + "\n"
+
+
 def test_generate_stops_at_max_new_tokens(tiny_checkpoint):
     """Canvases come whole (raw_tokens, as transformers returns them); the output stops at --max-new-tokens."""
     p = run("generate", "--model", str(tiny_checkpoint), "--seed", "3", "--steps", "3", "--max-new-tokens", "5",

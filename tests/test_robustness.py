@@ -85,6 +85,23 @@ def test_a_broken_checkpoint_file_is_a_load_error_naming_it(checkpoint, edit, me
     assert message in str(info.value) and str(checkpoint) in str(info.value)
 
 
+@pytest.mark.parametrize("path, kind", [(None, "NoneType"), (5, "int"), (b"/tmp", "bytes")])
+def test_a_model_path_of_another_type_is_a_load_error(path, kind):
+    with pytest.raises(ModelLoadError, match=f"a model path is a string or a path, not {kind}$"):
+        load_model(path)
+
+
+@pytest.mark.parametrize("prompt, what", [
+    (None, "NoneType"), (5, "int"), ([1, "a"], "a list holding a str"), ([1.7], "a list holding a float")])
+def test_a_prompt_of_another_type_is_a_config_error(tiny_lm, prompt, what):
+    """(None and 5 were TypeErrors from iterating them; 1.7 was truncated to token 1.)"""
+    from diffreason import ConfigError, Engine
+
+    with pytest.raises(ConfigError, match=f"a prompt is a string or a sequence of integer token ids, not {what}$"):
+        Engine(tiny_lm).generate(prompt, max_new_tokens=4)
+    assert Engine(tiny_lm).generate((np.int64(2), torch.tensor(3)), max_new_tokens=4).raw_tokens  # (integer types)
+
+
 def test_saving_is_atomic_and_keeps_the_other_files(tiny_lm, tmp_path, monkeypatch):
     path = tmp_path / "ck"
     tiny_lm.save(path)

@@ -272,6 +272,30 @@ def test_cli_solve_plain_and_watch(sudoku_checkpoint):
     assert "steps (mode verified)" in p.stdout and "step 2/2" in p.stderr
 
 
+def test_a_step_callback_sees_puzzle_indices_over_every_batch(sudoku_lm):
+    """`--watch` shows puzzle 0: the callback's index is the puzzle's, not its place in a later batch (where the
+    watcher drew puzzle 3 over puzzle 0's givens)."""
+    puzzles = [S.generate("easy", k).puzzle for k in range(4)]
+    seen: dict[int, list] = {}
+    results = S.solve(sudoku_lm, puzzles, max_steps=3, batch_size=1,
+                      callback=lambda k, trace: seen.setdefault(k, []).append(list(trace.argmax[: S.CELLS])))
+    assert sorted(seen) == [0, 1, 2, 3]
+    for k, res in enumerate(results):
+        assert len(seen[k]) == res.steps  # one trace a step, of this puzzle only
+        final = [S.token_digit(t) for t in seen[k][-1]]
+        assert all(final[i] == g for i, g in enumerate(puzzles[k]) if g)  # its own givens
+
+
+def test_cli_plain_output_is_not_wrapped_at_the_terminal_width(sudoku_checkpoint):
+    p = subprocess.run([sys.executable, "-m", "diffreason.cli", "solve", "sudoku", "--model", str(sudoku_checkpoint),
+                        "--steps", "2", "--samples", "2", S.to_string(EASY.puzzle)], capture_output=True, text=True,
+                       timeout=300, env={**os.environ, "PYTHONWARNINGS": "ignore", "COLUMNS": "20"})
+    assert p.returncode == 0, p.stderr
+    verdict = p.stdout.splitlines()[11]
+    assert verdict.startswith(("solved in ", "NOT solved in ")) and " chains" in verdict and verdict.endswith(")")
+    assert len(verdict) > 20
+
+
 @pytest.mark.parametrize(
     "args, message",
     [
