@@ -52,12 +52,13 @@ from sglang.lang.choices import ChoicesDecision
 from sglang.lang.ir import REGEX_BOOL, REGEX_FLOAT, REGEX_INT, REGEX_STR
 
 from diffreason.canvas import CanvasTemplate
-from diffreason.client import STEPS_KEY, Endpoints, EndpointError, cut_at_stop, steps_of
+from diffreason.client import STEPS_KEY, Endpoints, EndpointError, cut_at_stop, settled_text, steps_of
 from diffreason.constrain.regex import Choice
 from diffreason.engine import Engine, GenerationResult
 from diffreason.errors import ConfigError
 from diffreason.model import EMBEDDED_JSON, load_model
 from diffreason.sampler import SamplerConfig
+from diffreason.serve import REFUSED
 from diffreason.structured import constraint_template
 
 DTYPE_REGEX = {"int": REGEX_INT, "float": REGEX_FLOAT, "bool": REGEX_BOOL, "str": REGEX_STR}
@@ -128,8 +129,28 @@ class DiffusionBackend(BaseBackend):
         return Engine(self.lm, cfg, max_batch_size=self.engine.max_batch_size)
 
     @staticmethod
-    def _constraint(sampling_params) -> tuple[str | None, Any, int]:
+    def _check_supported(sampling_params) -> None:
+        """ConfigError for a gen option this backend cannot honour, instead of an answer that ignores it: what
+        `diffreason serve` refuses (as upstream's Gemma4Renoise: penalties, min_p, min_tokens, logprobs), several
+        samples, stop regexes, ignore_eos (a canvas ends at EOS) and a negative temperature. top_p and top_k are
+        ignored, as the server and upstream ignore them (the renoise schedule governs sampling)."""
+        p = sampling_params
+        unused = {**{k: v for k, v in REFUSED.items() if hasattr(p, k)}, "n": 1, "ignore_eos": False,
+                  "return_logprob": None, "top_logprobs_num": None, "logprob_start_len": None,
+                  "return_text_in_logprobs": None}
+        for name, default in unused.items():
+            value = getattr(p, name, default)
+            if value != default and not (default is None and value is False):
+                raise ConfigError(f"gen option {name}={value!r} is not supported by the diffusion backend")
+        if getattr(p, "stop_regex", ()):
+            raise ConfigError("gen option stop_regex is not supported by the diffusion backend; use stop strings")
+        if p.temperature < 0:
+            raise ConfigError(f"temperature must not be negative, got {p.temperature}")
+
+    @classmethod
+    def _constraint(cls, sampling_params) -> tuple[str | None, Any, int]:
         """(regex, json_schema, max_tokens) of a gen: dtype as SGLang's runtime maps it to a regex."""
+        cls._check_supported(sampling_params)
         regex, schema = sampling_params.regex, sampling_params.json_schema
         dtype = sampling_params.dtype
         if dtype is not None:
@@ -162,13 +183,19 @@ class DiffusionBackend(BaseBackend):
             "seconds": result.seconds,
         }
 
-    def _text(self, tokens: list[int], template, sampling_params) -> tuple[str, str | None]:
-        """Committed text: unconstrained gens end at max_tokens (canvases come whole); every gen ends at its first
-        stop string, constrained or not, as SGLang ends it (the text before a stop may then be short of its
-        constraint's language)."""
+    def _decoded(self, tokens: list[int], template, sampling_params) -> str:
+        """The text of a gen's tokens: unconstrained gens end at max_tokens (canvases come whole)."""
         if template is None:
             tokens = tokens[: sampling_params.max_new_tokens]
-        return cut_at_stop(self.lm.tokenizer.decode(tokens, skip_special_tokens=True), sampling_params.stop)
+        stop_ids = set(sampling_params.stop_token_ids or ())
+        if stop_ids & set(tokens):  # (as the server ends it: before the first stop token)
+            tokens = tokens[: next(i for i, t in enumerate(tokens) if t in stop_ids)]
+        return self.lm.tokenizer.decode(tokens, skip_special_tokens=True)
+
+    def _text(self, tokens: list[int], template, sampling_params) -> tuple[str, str | None]:
+        """Committed text: every gen ends at its first stop string, constrained or not, as SGLang ends it (the text
+        before a stop may then be short of its constraint's language)."""
+        return cut_at_stop(self._decoded(tokens, template, sampling_params), sampling_params.stop)
 
     def generate(self, s, sampling_params):
         if self.endpoints is not None:
@@ -184,7 +211,9 @@ class DiffusionBackend(BaseBackend):
         return text, self._meta(result, hit)
 
     def generate_stream(self, s, sampling_params):
-        """Yields (text, meta_info) once per committed canvas; the last meta_info has the final step counts."""
+        """Yields (text, meta_info) once per committed canvas; the last meta_info has the final step counts. The
+        chunks join to the text `generate` returns: a canvas's tail that the next may change (a stop string begun,
+        a character's first bytes) waits for it (`settled_text`)."""
         if self.endpoints is not None:
             yield from self._remote_stream(s.text_, sampling_params)
             return
@@ -212,7 +241,8 @@ class DiffusionBackend(BaseBackend):
         sent, canvases = "", 0
         while (canvas := chunks.get()) is not None:
             tokens += canvas
-            text, _ = self._text(tokens[: tokens.index(eos)] if eos in tokens else tokens, template, sampling_params)
+            text = settled_text(self._decoded(tokens[: tokens.index(eos)] if eos in tokens else tokens, template,
+                                              sampling_params), sampling_params.stop)
             canvases += 1
             if text != sent and text.startswith(sent):
                 yield text[len(sent):], {"steps": None, "canvases": canvases}
@@ -230,6 +260,8 @@ class DiffusionBackend(BaseBackend):
         """The /generate body of a gen."""
         regex, schema, max_tokens = self._constraint(sampling_params)
         params: dict = {"max_new_tokens": max_tokens}
+        if sampling_params.stop_token_ids:
+            params["stop_token_ids"] = [int(t) for t in sampling_params.stop_token_ids]
         if regex is not None:
             params["regex"] = regex
         if schema is not None:
@@ -257,7 +289,7 @@ class DiffusionBackend(BaseBackend):
                 text, meta = self._remote_answer(chunk, sampling_params, time.perf_counter() - started)
                 yield text[len(sent):] if text.startswith(sent) else "", meta
                 return
-            text, _ = cut_at_stop(chunk.get("text", ""), sampling_params.stop)
+            text = settled_text(chunk.get("text", ""), sampling_params.stop)
             if text != sent and text.startswith(sent):
                 yield text[len(sent):], {"steps": None, "canvases": chunk["meta_info"].get("canvas", 0) + 1}
                 sent = text
@@ -282,6 +314,11 @@ class DiffusionBackend(BaseBackend):
         if self.endpoints is not None:
             return self._remote_select(s.text_, list(choices))
         regex = Choice(choices)
+        room = self.lm.canvas_length - 1  # (a select is one slot of one canvas, EOS after it)
+        for choice in choices:  # a choice past it would silently never be chosen (the slot holds the others)
+            if len(self.lm.tokenizer.encode(choice, add_special_tokens=False)) > room:
+                raise ConfigError(f"select choice {choice[:30]!r}{'...' if len(choice) > 30 else ''} does not fit "
+                                  f"one canvas ({room} tokens): every choice must")
         longest = max(len(c.encode()) for c in choices)  # as for a server (at most one token per byte)
         template, _ = constraint_template(
             self.lm.tokenizer, self.lm.canvas_length, regex=regex, max_tokens=min(longest + 2, self.lm.canvas_length)

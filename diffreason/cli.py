@@ -530,7 +530,8 @@ def train_sudoku(
     _train(lm, batches, cfg, run_dir, evaluate=sudoku.heldout_evaluator(tier=eval_tier),
            stream_state=(stream.state_dict, stream.load_state_dict),
            identity={"preset": None if init_from else preset, "init_from": _resolved(init_from), "grow_to": grow_to,
-                     "puzzle_fraction": puzzle_fraction, "puzzle_pool": puzzle_pool if puzzle_fraction else None})
+                     "puzzle_fraction": puzzle_fraction, "puzzle_pool": puzzle_pool if puzzle_fraction else None,
+                     "curriculum": curriculum})
 
 
 @train_app.command("sudoku-ar")
@@ -572,7 +573,8 @@ def train_sudoku_ar(
     except KeyboardInterrupt:
         raise _not_started(run_dir) from None
     _train(ar, batches, cfg, run_dir, evaluate=sudoku_ar.heldout_evaluator(), loss_fn=sudoku_ar.ar_loss,
-           stream_state=(stream.state_dict, stream.load_state_dict), identity={"preset": preset})
+           stream_state=(stream.state_dict, stream.load_state_dict),
+           identity={"preset": preset, "curriculum": curriculum})
 
 
 @train_app.command("json")

@@ -332,6 +332,20 @@ def cut_at_stop(text: str, stop) -> tuple[str, str | None]:
     return text[:at], s
 
 
+def settled_text(text: str, stop) -> str:
+    """The part of a growing answer's `text` that no later token can change, to stream: up to its first stop string,
+    short of a tail that may still become one (a stop string's start, which may also begin before a stop found
+    whole), and short of trailing U+FFFD (the bytes of a character that the next canvas may complete)."""
+    stops = [stop] if isinstance(stop, str) else [s for s in stop or () if s]
+    end = len(cut_at_stop(text, stops)[0])
+    for s in stops:
+        for k in range(min(len(s) - 1, len(text)), 0, -1):  # (longest first: the earliest start)
+            if text.endswith(s[:k]):
+                end = min(end, len(text) - k)
+                break
+    return text[:end].rstrip("\ufffd")
+
+
 def steps_of(answer: Any) -> list[int]:
     """The denoising steps per canvas of a `/generate` answer; EndpointError when it carries none (a server without
     the diffreason plugin)."""

@@ -13,7 +13,7 @@ import jsonschema
 import pytest
 
 from conftest import serve_process
-from diffreason.client import Endpoints, EndpointError, RemoteEngine
+from diffreason.client import Endpoints, EndpointError, RemoteEngine, settled_text
 from diffreason.engine import Engine, GenerationRequest
 from diffreason.model import EMBEDDED_JSON, EMBEDDED_SUDOKU, load_model
 from diffreason.tasks import sudoku
@@ -250,3 +250,15 @@ def test_bad_endpoint_options_are_one_error_line(args, message, tmp_path):
 def test_eval_sudoku_refuses_verified_mode_on_endpoints(sudoku_servers, tmp_path):
     proc = cli("eval", "sudoku", "--endpoint", sudoku_servers[0], "--modes", "verified", "--out", str(tmp_path))
     assert proc.returncode != 0 and "with --endpoint use --modes model" in proc.stderr, proc.stderr
+
+
+@pytest.mark.parametrize("text, stop, settled", [
+    ("hello EN", ["END"], "hello "),  # a stop string begun: it waits for the next canvas
+    ("hello END tail", ["END"], "hello "),  # found whole: cut there
+    ("abc \ufffd", (), "abc "),  # a character's first bytes
+    ("abc", ["abcdef", "c"], ""),  # a longer stop may begin before the one found whole
+    ("xy", "yz", "x"),  # one stop string
+    ("plain", None, "plain"),
+])
+def test_settled_text_keeps_back_what_a_later_canvas_may_change(text, stop, settled):
+    assert settled_text(text, stop) == settled

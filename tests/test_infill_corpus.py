@@ -172,3 +172,31 @@ def test_embedded_code_model_is_a_small_diffusiongemma_checkpoint():
         out = lm.model(input_ids=torch.tensor([lay.prompt_ids]), decoder_input_ids=torch.tensor([lay.canvas]),
                        past_key_values=DynamicCache(config=lm.config.get_text_config(decoder=True)))
     assert out.logits.shape[:2] == (1, C.CANVAS)
+
+
+def test_every_folder_named_is_read_whole_and_only_installed_environments_are_sampled(tmp_path):
+    """(A second --source was capped at 40 files a package and lost its private modules, as site-packages is.)"""
+    mine, site = tmp_path / "mine", tmp_path / "env" / "site-packages"
+    for root in (mine, site):
+        (root / "big").mkdir(parents=True)
+        for k in range(C.FILES_PER_PACKAGE + 5):
+            (root / "big" / f"m{k}.py").write_text(f"def f{k}():\n    return {k}\n")
+        (root / "_private.py").write_text("def hidden():\n    return 0\n")
+    first = tmp_path / "first"
+    first.mkdir()
+    (first / "one.py").write_text("def one():\n    return 1\n")
+    files = [f for _, f in C.source_files([first, mine, site])]
+    assert sum(f.parent == mine / "big" for f in files) == C.FILES_PER_PACKAGE + 5
+    assert mine / "_private.py" in files
+    assert sum(f.parent == site / "big" for f in files) == C.FILES_PER_PACKAGE
+    assert site / "_private.py" not in files
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no named pipes here")
+def test_a_pipe_or_device_named_py_is_skipped_not_read(tmp_path):
+    """(A fifo named p.py blocked the corpus build forever; a link to /dev/zero read until memory ran out.)"""
+    (tmp_path / "ok.py").write_text("def ok():\n    return 1\n")
+    os.mkfifo(tmp_path / "p.py")
+    (tmp_path / "z.py").symlink_to("/dev/zero")
+    corpus = C.build_corpus([tmp_path], humaneval=C.HumanEvalFilter(frozenset(), ()), heldout_packages=())
+    assert [fn.name for fn in corpus.train] == ["ok"] and corpus.stats["files"] == 1

@@ -143,3 +143,80 @@ def test_concurrent_gens_never_share_a_seed(tiny_checkpoint):
     for i, state in enumerate(states):
         alone = {be.engine.generate(f"item {i}: ", template=template, seed=s).text for s in range(10, 16)}
         assert state["w"] in alone, (i, state["w"])
+
+
+@pytest.mark.parametrize("split_in", ["END", "é"])
+def test_streamed_chunks_join_to_the_answer_when_a_canvas_splits_a_stop_or_a_character(tiny_checkpoint, split_in):
+    """A canvas may end inside a stop string or inside a character's bytes: the streamed chunks (SGLang joins them
+    into the state) must still make the answer `generate` gives. The engine stands in here (its canvases are cut
+    where the test says: the model decides where they end); SGLang's interpreter runs the program."""
+    from types import SimpleNamespace
+
+    backend = DiffusionBackend(tiny_checkpoint, max_denoising_steps=2)
+    tok = backend.lm.tokenizer
+    ids = tok.encode("hello é END tail", add_special_tokens=False)
+    text_of = [tok.decode(ids[:k]) for k in range(len(ids) + 1)]
+    cut = next(k for k in range(1, len(ids)) if split_in == "END" and text_of[k].endswith(" EN")
+               or split_in == "é" and text_of[k].endswith("\ufffd"))
+
+    class Canvases:
+        def generate(self, prompt, template=None, seed=0, max_new_tokens=0, on_canvas=None):
+            for k, canvas in enumerate([ids[:cut], ids[cut:]]):
+                if on_canvas is not None:
+                    on_canvas(0, k, canvas)
+            return SimpleNamespace(tokens=ids, steps=[2, 2], stopped_early=False, prompt_ids=[0], finished=True,
+                                   seconds=0.0)
+
+    backend._engine_for = lambda temperature: Canvases()
+
+    @sgl.function
+    def stopped(s):
+        s += "v: " + sgl.gen("x", max_tokens=64, stop=["END"])
+
+    plain = stopped.run(backend=backend)
+    streamed = stopped.run(backend=backend, stream=True)
+    chunks = list(streamed.text_iter("x"))
+    assert plain["x"] == streamed["x"] == "".join(chunks) == "hello é "
+
+
+def test_a_select_whose_choice_does_not_fit_a_canvas_is_refused(backend):
+    """(It silently always chose the choice that fits, while `scores` still listed the other.)"""
+    long = "zq" * 150
+
+    @sgl.function
+    def pick(s):
+        s += "pick: " + sgl.select("c", choices=[long, "b"])
+
+    state = pick.run(backend=backend)
+    state.sync()
+    assert isinstance(state.error(), ConfigError)
+    assert str(state.error()) == "select choice 'zqzqzqzqzqzqzqzqzqzqzqzqzqzqzq'... does not fit one canvas (" \
+        f"{backend.lm.canvas_length - 1} tokens): every choice must"
+
+
+@pytest.mark.parametrize("options, message", [
+    ({"return_logprob": True}, "gen option return_logprob=True is not supported by the diffusion backend"),
+    ({"n": 3}, "gen option n=3 is not supported"),
+    ({"frequency_penalty": 0.5}, "gen option frequency_penalty=0.5 is not supported"),
+    ({"ignore_eos": True}, "gen option ignore_eos=True is not supported"),
+    ({"temperature": -1}, "temperature must not be negative, got -1"),
+])
+def test_gen_options_the_backend_cannot_honour_are_refused(backend, options, message):
+    """(They were ignored: the answer read as if they held, and the logprobs a caller asked for were missing.)"""
+
+    @sgl.function
+    def asking(s):
+        s += "v: " + sgl.gen("x", max_tokens=8, **options)
+
+    state = asking.run(backend=backend)
+    state.sync()
+    assert isinstance(state.error(), ConfigError) and message in str(state.error())
+
+
+def test_stop_token_ids_end_a_gen_before_the_token(backend):
+    from sglang.lang.ir import SglSamplingParams
+
+    tok = backend.lm.tokenizer
+    tokens = tok.encode("alpha beta gamma", add_special_tokens=False)
+    params = SglSamplingParams(max_new_tokens=100, stop_token_ids=[tokens[2]])
+    assert backend._text(tokens, None, params)[0] == tok.decode(tokens[:2])

@@ -71,6 +71,8 @@ def test_cli_trains_resumes_and_the_eval_reports_it_beside_the_model(tmp_path):
              "sudoku-tiny", "--batch-size", "8", "--save-every", "5", "--eval-every", "0"]
     first = subprocess.run([*train, "--steps", "10"], capture_output=True, text=True, timeout=600)
     assert first.returncode == 0, first.stderr
+    changed = subprocess.run([*train, "--steps", "15", "--no-curriculum"], capture_output=True, text=True, timeout=600)
+    assert changed.returncode == 2 and "curriculum true there, false now" in changed.stderr, changed.stderr
     second = subprocess.run([*train, "--steps", "15"], capture_output=True, text=True, timeout=600)
     assert second.returncode == 0 and "resuming from step 10" in second.stderr, second.stderr
     log = [json.loads(line) for line in (run / "log.jsonl").read_text().splitlines()]
@@ -97,3 +99,28 @@ def test_a_diffusion_checkpoint_is_not_a_baseline(tmp_path):
     bad = subprocess.run([sys.executable, "-m", "diffreason.cli", "eval", "sudoku", "--baseline", str(tmp_path),
                           "--out", str(tmp_path)], capture_output=True, text=True, timeout=120)
     assert bad.returncode == 2 and "is not a checkpoint directory" in bad.stderr, bad.stderr
+
+
+@pytest.mark.parametrize("damage, message", [
+    (lambda d: (d / "model.safetensors").write_bytes((d / "model.safetensors").read_bytes()[:100]), "cannot load"),
+    (lambda d: (d / "config.json").write_text("[1]"), "is not an autoregressive Sudoku baseline (model_type None)"),
+    (lambda d: (d / "config.json").write_text(json.dumps(
+        {**json.loads((d / "config.json").read_text()), "hidden_size": 24})), "cannot load"),
+])
+def test_a_broken_baseline_is_one_load_error_and_a_torn_run_resumes(tiny_ar, tmp_path, damage, message):
+    """(A truncated file, a config of another shape or a list as config were tracebacks, exit 1.)"""
+    from diffreason.errors import DiffreasonError
+    from diffreason.train import STATE_FILE
+
+    model = tiny_ar.save(tmp_path / "run" / "model")
+    damage(model)
+    with pytest.raises(ModelLoadError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        AR.load_ar_model(model)
+    with pytest.raises(DiffreasonError, match="holds another model"):  # no trainer state: nothing to resume from
+        AR.resume_or_build_ar(tmp_path / "run", "sudoku-tiny", 0)
+    (tmp_path / "run" / STATE_FILE).write_bytes(b"")
+    if "autoregressive" in message:  # another kind of model: still refused
+        with pytest.raises(DiffreasonError, match="holds another model"):
+            AR.resume_or_build_ar(tmp_path / "run", "sudoku-tiny", 0)
+    else:  # weights torn by a crash: rebuilt, the trainer state fills them in
+        assert isinstance(AR.resume_or_build_ar(tmp_path / "run", "sudoku-tiny", 0), AR.ARSudoku)

@@ -30,6 +30,7 @@ import ast
 import hashlib
 import random
 import re
+import stat
 import sysconfig
 import textwrap
 from collections.abc import Iterable
@@ -107,21 +108,24 @@ def _stable(s: str) -> str:
 def source_files(roots: Iterable[Path], files_per_package: int = FILES_PER_PACKAGE,
                  max_files: int = 0) -> list[tuple[Path, Path]]:
     """(root, file) pairs of the Python files under `roots`, skipping test suites, caches and nested site-packages;
-    for every root but the first (the standard library) at most `files_per_package` files per top-level package, a
-    stable sample; at most `max_files` in all (0: no limit), also a stable sample."""
+    under a root that is an installed environment (a folder named site-packages or dist-packages: hundreds of
+    packages, each as big as it likes) at most `files_per_package` files per top-level package, a stable sample, and
+    none of its private top-level modules; every other root (the standard library, a folder of your own) read whole;
+    at most `max_files` in all (0: no limit), also a stable sample."""
     out = []
-    for i, root in enumerate(roots):
+    for root in roots:
         root = Path(root)
+        installed = root.name in ("site-packages", "dist-packages")
         by_package: dict[str, list[Path]] = {}
         for f in sorted(root.rglob("*.py")):
             rel = f.relative_to(root).parts
             if any(p in SKIP_DIRS or p.endswith((".dist-info", ".egg-info")) for p in rel[:-1]):
                 continue
-            if rel[0].startswith(("_", ".")) and rel[0] != "__future__.py" and len(rel) == 1 and i > 0:
+            if installed and len(rel) == 1 and rel[0].startswith(("_", ".")):
                 continue  # private helper modules of site-packages (editable-install finders, ...)
             by_package.setdefault(package_of(f, root), []).append(f)
         for files in by_package.values():
-            if i > 0 and files_per_package:
+            if installed and files_per_package:
                 files = sorted(files, key=lambda f: _stable(str(f.relative_to(root))))[:files_per_package]
             out += [(root, f) for f in files]
     if max_files and len(out) > max_files:
@@ -230,9 +234,13 @@ def build_corpus(roots: Iterable[str | Path] | None = None, humaneval: HumanEval
                  heldout_packages=sorted(heldout_packages))
     for root, f in source_files(roots, files_per_package, max_files):
         try:
-            if f.stat().st_size > MAX_FILE_BYTES:
+            if not stat.S_ISREG(f.stat().st_mode) or f.stat().st_size > MAX_FILE_BYTES:
+                continue  # (a pipe or device named *.py would block the read or never end it)
+            with open(f, "rb") as handle:  # (and a file that grows past the check is read no further)
+                data = handle.read(MAX_FILE_BYTES + 1)
+            if len(data) > MAX_FILE_BYTES:
                 continue
-            text = f.read_bytes().decode("utf-8")
+            text = data.decode("utf-8")
         except (OSError, UnicodeDecodeError):
             stats["unreadable"] += 1
             continue
