@@ -47,6 +47,7 @@ class EndpointError(DiffreasonError):
     def __init__(self, message: str, status: int | None = None):
         super().__init__(message)
         self.status = status
+        self.results: list | None = None  # (a batch's: every request's result or error, see generate_batch)
 
 
 def parse_endpoints(spec: str | Sequence[str]) -> list[str]:
@@ -306,19 +307,27 @@ class RemoteEngine:
         return body
 
     def generate_batch(self, requests: Sequence, callback=None, step_hook=None, on_canvas=None,
-                       progress: Callable[[], None] | None = None) -> list:
-        """Every request's result in input order; EndpointError for the first that failed once all are back."""
+                       progress: Callable[[], None] | None = None, return_errors: bool = False) -> list:
+        """Every request's result in input order. A request that failed (no server answered, or one refused it) is
+        its EndpointError in the list with `return_errors`; without, one EndpointError once all are back, naming the
+        first failure (its `status`) and holding every result in `results` (the failed ones as their errors), so
+        the answered requests are never lost."""
         if callback is not None or step_hook is not None or on_canvas is not None:
             raise ConfigError("step callbacks and step hooks (e.g. Sudoku's verified mode) run inside the engine; "
                               "a server runs the plain sampler only")
         bodies = [self.body(r) for r in requests]
         started = time.perf_counter()
         answers = self.endpoints.map(bodies, [r.seed for r in requests], progress)
-        failed = [a for a in answers if isinstance(a, EndpointError)]
-        if failed:
-            raise EndpointError(f"{len(failed)} of {len(answers)} requests failed; the first: {failed[0]}")
         seconds = (time.perf_counter() - started) / max(1, len(answers))
-        return [result_of(answer, r.prompt, seconds) for answer, r in zip(answers, requests)]
+        results = [a if isinstance(a, EndpointError) else result_of(a, r.prompt, seconds)
+                   for a, r in zip(answers, requests)]
+        failed = [a for a in results if isinstance(a, EndpointError)]
+        if failed and not return_errors:
+            exc = EndpointError(f"{len(failed)} of {len(answers)} requests failed; the first: {failed[0]}",
+                                failed[0].status)
+            exc.results = results
+            raise exc
+        return results
 
 
 def cut_at_stop(text: str, stop) -> tuple[str, str | None]:

@@ -14,8 +14,10 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import json
-import multiprocessing
 import os
+import select
+import subprocess
+import sys
 import threading
 import time
 from dataclasses import dataclass
@@ -155,72 +157,98 @@ def _verdict(schema: Any, value: Any) -> tuple[str, str, str] | None:
     return error.message, "/" + "/".join(str(p) for p in error.absolute_path), str(error.validator)
 
 
-def _serve(conn) -> None:
-    """The worker's loop: (schema, value) in, ("ok", verdict) or ("error", exception text) out."""
+def serve_validations() -> None:
+    """The worker's loop (`python -c "from diffreason.limits import serve_validations; serve_validations()"`): one
+    JSON line [schema, value] in on stdin, one out: ["ok", verdict] or ["error", exception text]. What else would
+    reach stdout (an import that prints) goes to stderr."""
+    import sys
+
+    out = os.fdopen(os.dup(1), "w", encoding="utf-8")
+    os.dup2(2, 1)
     with contextlib.suppress(ImportError, ValueError, OSError):
         import resource  # a runaway validation may not take the machine's memory either
 
         resource.setrlimit(resource.RLIMIT_AS, (4 * 2**30, 4 * 2**30))
     _verdict(True, None)  # (imports jsonschema and its format checkers before saying it is ready)
-    conn.send(("ready", None))
-    while True:
+    out.write('["ready", null]\n')
+    out.flush()
+    for line in sys.stdin:
         try:
-            schema, value = conn.recv()
-        except (EOFError, OSError):
-            return
-        try:
-            conn.send(("ok", _verdict(schema, value)))
+            schema, value = json.loads(line)
+            answer = ["ok", _verdict(schema, value)]
         except Exception as exc:  # jsonschema itself fails on this schema (say, a $ref into a non-schema)
-            conn.send(("error", f"{type(exc).__name__}: {exc}"))
+            answer = ["error", f"{type(exc).__name__}: {exc}"]
+        out.write(json.dumps(answer) + "\n")
+        out.flush()
 
 
 class _Worker:
-    """One validation process, started on first use and again after it is killed (a timeout)."""
+    """One validation process, started on first use and again after it is killed (a timeout). A plain child
+    interpreter (not multiprocessing's spawn, which re-runs the caller's main script: a user's top-level script
+    without `if __name__ == "__main__"` ran twice, and its second run failed), spoken to in JSON lines."""
 
     START_SECONDS = 120.0  # a fresh interpreter importing jsonschema, on a loaded machine
+    COMMAND = "from diffreason.limits import serve_validations; serve_validations()"
 
     def __init__(self):
         self._lock = threading.Lock()
-        self._process = None
-        self._conn = None
+        self._process: subprocess.Popen | None = None
 
     def _start(self) -> None:
-        context = multiprocessing.get_context("spawn")  # (a fresh interpreter: no fork of a threaded process)
-        parent, child = context.Pipe()
-        self._process = context.Process(target=_serve, args=(child,), daemon=True, name="diffreason-validator")
-        self._process.start()
-        child.close()
-        self._conn = parent
-        if not self._conn.poll(self.START_SECONDS) or self._conn.recv()[0] != "ready":
+        try:
+            self._process = subprocess.Popen([sys.executable, "-c", self.COMMAND], stdin=subprocess.PIPE,
+                                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+                                             encoding="utf-8", start_new_session=True)
+            answer = self._answer(self.START_SECONDS)
+        except OSError as exc:
+            self._stop()
+            raise ValidationTimeout(f"the validation worker did not start ({exc})") from None
+        if answer != ["ready", None]:
             self._stop()
             raise ValidationTimeout("the validation worker did not start")
 
+    def _answer(self, seconds: float) -> Any:
+        """The worker's next JSON line, or None when none came within `seconds` (or it ended)."""
+        ready, _, _ = select.select([self._process.stdout], [], [], seconds)
+        line = self._process.stdout.readline() if ready else ""
+        try:
+            return json.loads(line) if line else None
+        except ValueError:
+            return None
+
     def _stop(self) -> None:
         if self._process is not None:
-            self._process.kill()
-            self._process.join()
-        if self._conn is not None:
-            self._conn.close()
-        self._process = self._conn = None
+            with contextlib.suppress(OSError):
+                self._process.kill()
+            self._process.wait()
+            for stream in (self._process.stdin, self._process.stdout):
+                with contextlib.suppress(OSError):
+                    stream.close()
+        self._process = None
 
     def validate(self, schema: Any, value: Any, seconds: float) -> tuple[str, str, str] | None:
         with self._lock:
-            if self._process is None or not self._process.is_alive():
+            if self._process is None or self._process.poll() is not None:
                 self._stop()
                 self._start()
-            self._conn.send((schema, value))
-            if not self._conn.poll(seconds):
-                self._stop()
-                raise ValidationTimeout(f"jsonschema did not finish checking the value within {seconds:g} s "
-                                        "(a schema pattern that backtracks)")
             try:
-                kind, result = self._conn.recv()
-            except (EOFError, OSError):
+                self._process.stdin.write(json.dumps([schema, value]) + "\n")
+                self._process.stdin.flush()
+            except OSError:
                 self._stop()
                 raise ValidationTimeout("the validation worker stopped (out of memory?)") from None
+            answer = self._answer(seconds)
+            if answer is None:
+                ended = self._process.poll() is not None
+                self._stop()
+                if ended:
+                    raise ValidationTimeout("the validation worker stopped (out of memory?)")
+                raise ValidationTimeout(f"jsonschema did not finish checking the value within {seconds:g} s "
+                                        "(a schema pattern that backtracks)")
+        kind, result = answer
         if kind == "error":
             raise DiffreasonError(f"jsonschema cannot evaluate this schema ({result})")
-        return result
+        return None if result is None else tuple(result)
 
 
 _WORKER = _Worker()

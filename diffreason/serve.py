@@ -38,7 +38,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any
 
-from diffreason.client import cut_at_stop
+from diffreason.client import cut_at_stop, settled_text
 from diffreason.errors import DiffreasonError
 
 DEFAULT_MAX_NEW_TOKENS = 128  # SGLang's default
@@ -299,7 +299,8 @@ def make_app(lm, max_batch: int = 16, batch_wait: float = 0.01):
 
 
 async def _stream(job: Job, future: Future, tokenizer):
-    """One `data:` chunk per committed canvas (the text so far), then the full answer, then `[DONE]`."""
+    """One `data:` chunk per committed canvas (the text so far that no later canvas changes), then the full answer,
+    then `[DONE]`."""
     so_far: list[int] = []
     while not future.done() or not job.chunks.empty():
         try:
@@ -311,6 +312,9 @@ async def _stream(job: Job, future: Future, tokenizer):
             so_far = so_far[: so_far.index(tokenizer.eos_token_id)]
         so_far = so_far[: job.max_new_tokens]
         _, text, _ = stopped_answer(so_far, tokenizer.decode(so_far, skip_special_tokens=True), job, tokenizer)
+        # (short of a tail the next canvas may change: each chunk's text starts with the one before, and the final
+        # answer's with every chunk's)
+        text = settled_text(text, job.stop)
         chunk = {"text": text, "meta_info": {
             "id": job.rid, "canvas": canvas, "finish_reason": None}}
         yield f"data: {json.dumps(chunk)}\n\n"

@@ -97,7 +97,16 @@ def generate(
     result.fixed = compiled.fixed
     value = check_output(compiled.schema, result.text)
     if isinstance(schema_or_model, type) and hasattr(schema_or_model, "model_validate"):
-        value = schema_or_model.model_validate(value)
+        from pydantic import ValidationError
+
+        try:
+            value = schema_or_model.model_validate(value)
+        except ValidationError as exc:  # (a type whose JSON Schema is looser than its validator, not narrowed yet)
+            error = exc.errors()[0]
+            where = "/".join(map(str, error["loc"])) or "#"
+            raise DiffreasonError(f"{schema_or_model.__name__} refuses the generated value at {where}: {error['msg']} "
+                                  f"(pydantic's JSON Schema for it allows values its validator does not); the value: "
+                                  f"{result.text}") from None
     return value, result
 
 

@@ -249,14 +249,17 @@ def test_slots_of_one_automaton_at_several_lengths_share_reachability_correctly(
 
 
 def _byte_fsm(regex):
-    """The byte-level FSM the automaton module hands outlines' index (ours for ASCII alphabets, else outlines')."""
+    """The byte-level FSM the automaton module hands outlines' index (ours for ASCII alphabets, else outlines'),
+    narrowed to valid UTF-8."""
     from outlines_core.fsm.regex import make_byte_level_fsm, make_deterministic_fsm
 
-    from diffreason.constrain.automata import byte_level_fsm
+    from diffreason.constrain.automata import byte_level_fsm, valid_utf8_only
 
     fsm = C.char_fsm(regex)
     ours = byte_level_fsm(fsm)
-    return ours if ours is not None else make_deterministic_fsm(make_byte_level_fsm(fsm, keep_utf8=True))[0]
+    if ours is None:
+        ours, _ = make_deterministic_fsm(make_byte_level_fsm(fsm, keep_utf8=True))
+    return valid_utf8_only(ours)
 
 
 @pytest.mark.parametrize("regex", REGEXES + [r'"([^"\\]|\\["\\/bfnrt]){0,8}"', r"[a-c]x|[b-d]y", "é[^a]{1,2}"])
@@ -480,3 +483,24 @@ def test_the_pruned_pass_gives_the_joint_passes_path(regex, length, seed, ties, 
             pruned_best_path(a, lp)
         return
     assert pruned_best_path(a, lp) == expected and a.accepts(expected)
+
+
+@pytest.mark.parametrize("regex", [".", "(?s).{2}", "[^é]", "é|[^x]"])
+def test_any_character_is_one_valid_utf8_character_never_stray_bytes(regex):
+    """Every token sequence the automaton accepts decodes (strict UTF-8) to a full match: `.` once took any lead byte
+    in C0-F7 and any continuation bytes as one character (F5 B3 BA BE, the overlong F0 85 BA 85), and a lone F8-FF
+    byte token as a whole character — four U+FFFD where the regex allowed one. Sequences of one to three tokens,
+    every multi-byte piece of this byte-level vocabulary among them."""
+    spelled, _ = C.adapter.byte_spellings
+    raw = {t: b for b, ids in spelled.items() for t in ids}
+    high = [t for t, b in raw.items() if any(x >= 0x80 for x in b)]
+    leads = [t for t in high if raw[t][0] >= 0xE0]
+    a = C.automaton(regex)
+    seqs = [(t,) for t in raw] + [(x, y) for x in high for y in high] + [(x, y, z) for x in leads for y in high
+                                                                          for z in high[::7]]
+    accepted = 0
+    for seq in seqs:
+        if a.accepts(list(seq)):
+            accepted += 1
+            assert re.fullmatch(regex, b"".join(raw[t] for t in seq).decode("utf-8"), re.ASCII), seq
+    assert accepted > 50  # (ASCII characters, and two- and three-byte characters from pieces)

@@ -168,6 +168,22 @@ def test_a_refused_request_fails_alone_and_the_others_are_answered(json_server):
     assert endpoints.failures == 0  # (a refusal is an answer, not a connection failure: never retried)
 
 
+def test_a_batch_with_a_refused_request_keeps_the_answered_ones(json_server):
+    """(RemoteEngine.generate_batch raised for the batch and dropped the answers that came back; status None.)"""
+    from diffreason.engine import GenerationRequest
+
+    engine = RemoteEngine(Endpoints([json_server]))
+    requests = [GenerationRequest("a person", seed=1, max_new_tokens=8), GenerationRequest("x" * 20000, seed=2),
+                GenerationRequest("another", seed=3, max_new_tokens=8)]
+    results = engine.generate_batch(requests, return_errors=True)
+    assert isinstance(results[1], EndpointError) and results[1].status == 400
+    assert all(r.steps and r.raw_tokens for r in (results[0], results[2]))
+    with pytest.raises(EndpointError, match="^1 of 3 requests failed; the first: ") as info:
+        engine.generate_batch(requests)
+    assert info.value.status == 400 and [type(r).__name__ for r in info.value.results] == [
+        "GenerationResult", "EndpointError", "GenerationResult"]
+
+
 def test_a_program_runs_on_a_server_as_it_runs_locally(json_server):
     import sglang as sgl
 

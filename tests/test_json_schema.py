@@ -203,6 +203,67 @@ def test_pydantic_round_trip_through_the_engine():
         assert Person.model_validate_json(person.model_dump_json()) == person
 
 
+def test_pydantic_types_whose_schema_is_looser_than_their_validator_are_written_as_it_validates():
+    """pydantic's schema lets a Decimal be any string, an IPv4Network any string of format "ipv4network", a
+    NaiveDatetime carry an offset and a PastDate lie ahead: each filling must be a value the model validates."""
+    import decimal
+    from ipaddress import IPv4Network, IPv6Interface
+
+    from pydantic import AwareDatetime, FutureDate, IPvAnyAddress, NaiveDatetime, PastDate, PastDatetime
+
+    from diffreason.tasks.json_schema.load import load_schema
+
+    class Loose(BaseModel):
+        price: decimal.Decimal
+        host: IPvAnyAddress
+        net: IPv4Network
+        face: IPv6Interface
+        naive: NaiveDatetime
+        aware: AwareDatetime
+        born: PastDate
+        due: FutureDate
+        seen: PastDatetime
+        format: int  # (a member named like the keyword)
+
+    schema = load_schema(Loose)
+    assert schema["properties"]["net"]["format"] == "ipv4" and schema["properties"]["price"] == {
+        "type": "number", "title": "Price"}
+    compiled = compile_schema(schema, TOK)
+    for seed in range(12):
+        value = fill_and_parse(compiled, seed)
+        validate(value, schema)
+        Loose.model_validate(value)
+
+
+def test_a_pydantic_model_without_a_json_schema_or_refusing_its_output_is_one_clear_error():
+    from typing import Callable
+
+    from pydantic import ByteSize
+
+    from diffreason import DiffreasonError, build_model, generate
+
+    class Hook(BaseModel):
+        f: Callable[[int], int]
+
+    with pytest.raises(SchemaError, match="^pydantic cannot write a JSON Schema for Hook: Cannot generate a "
+                       "JsonSchema for core_schema.CallableSchema"):
+        compile_schema(Hook, TOK)
+
+    class Sized(BaseModel):  # (pydantic's schema: a string that starts with a number, whatever the unit after it)
+        size: ByteSize
+
+    lm = build_model("tiny", canvas_length=128)
+    refused = 0
+    for seed in range(4):
+        try:
+            value, _ = generate(lm, Sized, seed=seed)
+            assert isinstance(value, Sized)
+        except DiffreasonError as exc:
+            assert str(exc).startswith("Sized refuses the generated value at size: could not interpret byte unit")
+            refused += 1
+    assert refused
+
+
 def test_cli_generate_with_schema(tmp_path):
     import os
     import subprocess

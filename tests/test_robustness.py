@@ -318,3 +318,18 @@ def test_ctrl_c_is_held_back_until_an_answer_is_printed_and_counted():
         assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
     finally:
         signal.signal(signal.SIGINT, previous)
+
+
+def test_schema_checks_in_a_script_without_a_main_guard_run_it_once(tmp_path):
+    """The pattern checks' worker was multiprocessing's spawn, which re-runs the caller's main script: a top-level
+    script (as the README writes one) ran twice, its second run failed, and every later check with it."""
+    script = tmp_path / "user.py"
+    script.write_text(
+        "import os\n"
+        "from diffreason.limits import validate_json\n"
+        "print('body', os.getpid(), flush=True)\n"
+        "schema = {'type': 'string', 'pattern': '^[a-z]{3}$'}\n"
+        "print(validate_json(schema, 'abc'), validate_json(schema, 'abcd')[2])\n")
+    p = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.count("body") == 1 and p.stdout.splitlines()[-1] == "None pattern"

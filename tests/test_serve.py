@@ -204,3 +204,34 @@ def test_stop_strings_and_stop_tokens_end_the_answer_as_sglang_ends_it(server):
     status, text = post(server + "/generate", {"text": "v", "sampling_params": {"regex": "ab[a-c]{3}", "stop": "b"}})
     cut = json.loads(text)
     assert status == 200 and cut["text"] == "a" and cut["meta_info"]["finish_reason"]["matched"] == "b", text
+
+
+@pytest.mark.parametrize("split_in", ["END", "é"])
+def test_each_streamed_text_extends_the_one_before_when_a_canvas_splits_a_stop_or_a_character(split_in):
+    """A canvas may end inside a stop string or a character's bytes: its chunk's text must not hold what the answer
+    then takes back ("hello é EN" before "hello é "). The stream function runs as the server runs it; the two
+    canvases stand in for the engine's (the model decides where its canvases end)."""
+    import asyncio
+    import queue
+    from concurrent.futures import Future
+    from types import SimpleNamespace
+
+    from diffreason.model import load_model
+    from diffreason.serve import Job, _stream
+
+    tok = load_model(EMBEDDED_JSON).tokenizer
+    ids = tok.encode("hello é END tail", add_special_tokens=False)
+    texts = [tok.decode(ids[:k]) for k in range(len(ids) + 1)]
+    cut = next(k for k in range(1, len(ids)) if texts[k].endswith(" EN" if split_in == "END" else "\ufffd"))
+    job = Job("r", "p", None, None, 0, 256, queue.Queue(), ("END",))
+    job.chunks.put((0, ids[:cut]))
+    job.chunks.put((1, ids[cut:]))
+    future = Future()
+    future.set_result(SimpleNamespace(tokens=ids, finished=True, prompt_ids=[0], steps=[2, 2]))
+
+    async def collect():
+        return [chunk async for chunk in _stream(job, future, tok)]
+
+    data = [json.loads(c[6:]) for c in asyncio.run(collect())[:-1]]
+    streamed = [d["text"] for d in data]
+    assert streamed[-1] == "hello é " and all(b.startswith(a) for a, b in zip(streamed, streamed[1:])), streamed

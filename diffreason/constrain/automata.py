@@ -131,6 +131,7 @@ class TokenAutomata:
         byte_fsm = byte_level_fsm(char_fsm)
         if byte_fsm is None:
             byte_fsm, _ = make_deterministic_fsm(make_byte_level_fsm(char_fsm, keep_utf8=True))
+        byte_fsm = valid_utf8_only(byte_fsm)
         # what outlines' create_fsm_index_tokenizer does, over one token per group of tokens that this FSM's alphabet
         # reads alike (a few thousand of a 32k vocabulary; see TokenizerAdapter.groups)
         info = byte_fsm.fsm_info
@@ -170,6 +171,73 @@ def byte_level_fsm(fsm):
         row[lead2], row[lead3], row[lead4] = chains[target]
     return BetterFSM(alphabet=BetterAlphabet(symbols), states=range(n), initial=fsm.initial, finals=fsm.finals,
                      map=moves, __no_validation__=True)
+
+
+# UTF-8's byte grammar (RFC 3629, table 3-7 of the Unicode standard): per byte its class, and per state (0: between
+# characters, the only accepting one) where each class leads. Continuation bytes come in three classes, since what
+# may follow E0, ED, F0 and F4 is narrower (no overlong forms, surrogates or code points past U+10FFFF).
+_CHAR, _C80, _C90, _CA0, _L2, _E0, _L3, _ED, _F0, _L4, _F4, _BAD = range(12)
+_UTF8_CLASS = ([_C80] * 16 + [_C90] * 16 + [_CA0] * 32 + [_BAD] * 2 + [_L2] * 30 + [_E0] + [_L3] * 12 + [_ED]
+               + [_L3] * 2 + [_F0] + [_L4] * 3 + [_F4] + [_BAD] * 11)  # bytes 0x80 to 0xFF
+_ANY_CONT = (_C80, _C90, _CA0)
+_UTF8_MOVES = (
+    {_CHAR: 0, _L2: 1, _L3: 2, _L4: 3, _E0: 4, _ED: 5, _F0: 6, _F4: 7},  # between characters
+    dict.fromkeys(_ANY_CONT, 0), dict.fromkeys(_ANY_CONT, 1), dict.fromkeys(_ANY_CONT, 2),  # 1, 2, 3 bytes to go
+    {_CA0: 1}, {_C80: 1, _C90: 1}, {_C90: 2, _CA0: 2}, {_C80: 2},  # after E0, ED, F0, F4
+)
+
+
+def valid_utf8_only(fsm):
+    """A byte-level FSM (outlines' symbols: characters, and "\x00XX" for the bytes of multi-byte characters) narrowed
+    to the byte strings that are valid UTF-8: its product with UTF-8's byte grammar, over pairs (its key, the
+    symbol's class). Both byte-level conversions (`byte_level_fsm`, outlines') read any lead byte in C0-F7 and then
+    any continuation bytes as one character, so a slot of `.` could spell bytes no decoder reads as one (F5 B3 BA
+    BE, F0 85 ..., a lone F8 token taken for a whole character): four U+FFFD where the regex allowed one character.
+    The FSM as it is when it reads no multi-byte byte and has no `anything_else` move (nothing to narrow)."""
+    from interegular.fsm import anything_else
+    from outlines_core.fsm.regex import BetterAlphabet, BetterFSM
+
+    from outlines_core.fsm.regex import byte_symbol
+
+    mapping = fsm.alphabet._symbol_mapping
+    any_key = mapping[anything_else]
+    byte_keys = {k for name, k in mapping.items() if name is not anything_else and len(name) == 3}
+    moving = set().union(*fsm.map.values())
+    if not moving & (byte_keys | {any_key}):
+        return fsm
+    named = {name: (key, _CHAR if name is anything_else or len(name) == 1 else _UTF8_CLASS[int(name[1:], 16) - 0x80])
+             for name, key in mapping.items()}
+    for b in range(0x80, 0x100):  # (a byte outlines leaves unnamed reads as anything_else)
+        named.setdefault(byte_symbol(b), (any_key, _UTF8_CLASS[b - 0x80]))
+    pair_key: dict[tuple[int, int], int] = {}
+    for pair in named.values():
+        pair_key.setdefault(pair, len(pair_key))
+    pairs_of: dict[int, list[tuple[int, int]]] = {}  # an FSM key → (its pair's key, class) pairs
+    for (key, cls), k in pair_key.items():
+        pairs_of.setdefault(key, []).append((k, cls))
+    number = {(fsm.initial, 0): 0}
+    moves: dict[int, dict[int, int]] = {}
+    todo = [(fsm.initial, 0)]
+    while todo:
+        state, u = todo.pop()
+        row = moves.setdefault(number[(state, u)], {})
+        grammar = _UTF8_MOVES[u]
+        for key, target in fsm.map.get(state, {}).items():
+            for k, cls in pairs_of.get(key, ()):
+                v = grammar.get(cls)
+                if v is None:
+                    continue
+                nxt = (target, v)
+                if nxt not in number:
+                    number[nxt] = len(number)
+                    todo.append(nxt)
+                row[k] = number[nxt]
+    symbols = {name: pair_key[pair] for name, pair in named.items()}
+    finals = {n for (state, u), n in number.items() if u == 0 and state in fsm.finals}
+    for n in range(len(number)):
+        moves.setdefault(n, {})
+    return BetterFSM(alphabet=BetterAlphabet(symbols), states=range(len(number)), initial=0, finals=finals, map=moves,
+                     __no_validation__=True)
 
 
 @functools.cache

@@ -54,13 +54,67 @@ MAX_SCHEMA_DEPTH = 1000
 MAX_INTEGER_DIGITS = 4000
 
 
+# pydantic's formats no JSON Schema draft defines, as formats every value of which its validator accepts (an address
+# is a network of one address, and an interface)
+PYDANTIC_FORMATS = {
+    "ipvanyaddress": "ipv4", "ipv4network": "ipv4", "ipvanynetwork": "ipv4", "ipv4interface": "ipv4",
+    "ipvanyinterface": "ipv4", "ipv6network": "ipv6", "ipv6interface": "ipv6",
+}
+_TIME = r"([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9]"
+_MONTH_DAY = (r"((0[13578]|1[02])-(0[1-9]|[12][0-9]|3[01])|(0[469]|11)-(0[1-9]|[12][0-9]|30)"
+              r"|02-(0[1-9]|1[0-9]|2[0-8]))")
+_YEARS = {None: "[1-9][0-9]{3}", "past": "1[0-9]{3}", "future": "[3-9][0-9]{3}"}  # (past / future of any day now)
+
+
+def pydantic_schema(model: type) -> dict:
+    """The JSON Schema of a pydantic model, as one whose every instance its validator accepts: pydantic's own is
+    looser for some types (a Decimal may be any string, an IPv4Network any string of format "ipv4network", a
+    NaiveDatetime any RFC 3339 date-time, a PastDate any date); those are written as the part the validator takes.
+    A model pydantic cannot write a schema for (a Callable field, an arbitrary type) is one SchemaError."""
+    from pydantic.json_schema import GenerateJsonSchema
+
+    class Writable(GenerateJsonSchema):
+        def decimal_schema(self, schema):  # a number (pydantic's other branch: any string)
+            out = super().decimal_schema(schema)
+            return next((b for b in out.get("anyOf", ()) if b.get("type") == "number"), out)
+
+        def datetime_schema(self, schema):
+            tz, now = schema.get("tz_constraint"), schema.get("now_op")
+            if tz is None and now is None:
+                return super().datetime_schema(schema)
+            zone = "" if tz == "naive" else r"(Z|[+-]([01][0-9]|2[0-3]):[0-5][0-9])"
+            return {"type": "string", "pattern": f"^{_YEARS[now]}-{_MONTH_DAY}T{_TIME}{zone}$"}
+
+        def date_schema(self, schema):
+            now = schema.get("now_op")
+            if now is None:
+                return super().date_schema(schema)
+            return {"type": "string", "pattern": f"^{_YEARS[now]}-{_MONTH_DAY}$"}
+
+    try:
+        schema = model.model_json_schema(schema_generator=Writable)
+    except Exception as exc:  # pydantic's PydanticInvalidForJsonSchema, PydanticUserError, ...
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise SchemaError(f"pydantic cannot write a JSON Schema for {model.__name__}: {first}") from None
+
+    def narrowed(node: Any) -> Any:
+        if isinstance(node, dict):
+            out = {k: narrowed(v) for k, v in node.items()}
+            if isinstance(out.get("format"), str) and out["format"] in PYDANTIC_FORMATS:  # (not a member "format")
+                out["format"] = PYDANTIC_FORMATS[out["format"]]
+            return out
+        return [narrowed(v) for v in node] if isinstance(node, list) else node
+
+    return narrowed(schema)
+
+
 def load_schema(schema_or_model: Any) -> dict | bool:
     """A JSON Schema from a dict, a boolean, JSON text or a pydantic model class. A string is always JSON text, never
     a path: a schema that arrives with a request is data (files are read by `load_schema_file`, at the CLI)."""
     if isinstance(schema_or_model, Path):
         raise SchemaError("a schema path must be read with load_schema_file(path), not passed as a schema")
     if isinstance(schema_or_model, type) and hasattr(schema_or_model, "model_json_schema"):
-        schema_or_model = schema_or_model.model_json_schema()
+        schema_or_model = pydantic_schema(schema_or_model)
     elif isinstance(schema_or_model, (str, bytes, bytearray)):
         schema_or_model = parse_json_text(schema_or_model, "the schema")
     if not isinstance(schema_or_model, (dict, bool)):
