@@ -161,8 +161,6 @@ def serve_validations() -> None:
     """The worker's loop (`python -c "from diffreason.limits import serve_validations; serve_validations()"`): one
     JSON line [schema, value] in on stdin, one out: ["ok", verdict] or ["error", exception text]. What else would
     reach stdout (an import that prints) goes to stderr."""
-    import sys
-
     out = os.fdopen(os.dup(1), "w", encoding="utf-8")
     os.dup2(2, 1)
     with contextlib.suppress(ImportError, ValueError, OSError):
@@ -232,7 +230,11 @@ class _Worker:
                 self._stop()
                 self._start()
             try:
-                self._process.stdin.write(json.dumps([schema, value]) + "\n")
+                line = json.dumps([schema, value]) + "\n"
+            except (TypeError, ValueError) as exc:  # (schemas and values reach here as JSON documents)
+                raise DiffreasonError(f"the schema or the value is not a JSON document ({exc})") from None
+            try:
+                self._process.stdin.write(line)
                 self._process.stdin.flush()
             except OSError:
                 self._stop()
