@@ -120,6 +120,10 @@ class CanvasTemplate:
                 raise TemplateError(f"position {i} {what} token {int(value)}, outside the vocabulary [0, {vocab_size})")
             return int(value)
 
+        if isinstance(vocab_size, (bool, np.bool_)) or not isinstance(vocab_size, (int, np.integer)) or vocab_size < 1:
+            raise TemplateError(f"vocab_size must be a positive integer, got {vocab_size!r}")
+        if not isinstance(positions, Iterable) or isinstance(positions, (str, bytes)):
+            raise TemplateError(f"positions must be a list of positions, got {type(positions).__name__}")
         fixed, mask_index, masks, seen = [], [], [], {}
         for i, pos in enumerate(positions):
             if pos is None:

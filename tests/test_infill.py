@@ -226,7 +226,9 @@ def test_language_of_inline_holes_and_open_brackets():
         assert not rx.fullmatch(bad), bad
     assert _regex("x = 1 + ", "\n").fullmatch("2  # a comment (unbalanced")
     in_string = _regex('x = "', '"\n')
-    assert in_string.fullmatch("any ( text") and not in_string.fullmatch("a\nb")
+    assert in_string.fullmatch("any ( text é") and not in_string.fullmatch("a\nb")
+    for bad in ("a\rb", "a\x00b", "a\x0cb", "a\u2028b"):  # (\r ends a line too; no source holds a NUL)
+        assert not in_string.fullmatch(bad), repr(bad)
 
 
 @pytest.mark.skipif(not HAVE_SHARED, reason="needs ../shared/humaneval_infilling")

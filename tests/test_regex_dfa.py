@@ -149,7 +149,7 @@ def test_lookarounds_that_reach_past_the_match_are_refused(regex):
 
 @pytest.mark.parametrize("regex, text", [("^abc$", "abc"), (r"\Aab\Z", "ab"), (r"\u00e9+", "é+"),
                                          (r"[\u0041-\u0043]", "[A-C]"), (r"\u002d", r"\x2d"),
-                                         (r"[$^]x", "[$^]x"), (r"[]^]a$", "[]^]a"), (r"a\$", r"a\$"),
+                                         (r"[$^]x", "[$^]x"), (r"[]^]a$", r"[\]^]a"), (r"a\$", r"a\$"),
                                          (r"a\\$", r"a\\"), (r"\\u0041", r"\\u0041")])
 def test_a_users_regex_is_read_as_python_reads_it(regex, text):
     assert from_python(regex) == text
@@ -164,6 +164,32 @@ def test_a_users_regex_that_python_or_a_slot_cannot_take_is_refused(regex, messa
     with pytest.raises(TemplateError) as info:
         from_python(regex)
     assert message in str(info.value)
+
+
+@pytest.mark.parametrize("regex, texts", [
+    (r"[^]]", ["a", "]", "é"]), (r"x[^]]y", ["x1y", "x]y"]), (r"[]a]", ["]", "a", "b"]),
+    (r"(?i)ab[c-e]", ["ABd", "aBC", "abf"]), (r"(?i)a(?-i:é)", ["Aé", "AÉ"]), (r"(?i:a)b", ["Ab", "AB"]),
+])
+def test_a_class_led_by_a_bracket_and_ascii_case_folding_read_as_python_reads_them(regex, texts):
+    """(`[^]]` was read as `[^]` then "]": it refused every character Python takes.)"""
+    fsm = CHARS.char_fsm(from_python(regex))
+    for text in texts:
+        assert bool(fsm.accepts(text)) == bool(re.fullmatch(regex, text, re.ASCII)), (regex, text)
+
+
+@pytest.mark.parametrize("regex, message", [
+    (r"(?i)é", "case-insensitive matching of 'é' is not supported"),
+    (r"(?i)[^é]", "case-insensitive matching of 'é'"),
+    (r"(?i)[à-þ]", "case-insensitive matching of 'à-þ'"),
+    (r"a(?i:ü)", "case-insensitive matching of 'ü'"),
+    (r"(?u)\w", "is not a valid Python regex: ASCII and UNICODE flags are incompatible"),
+])
+def test_case_folding_past_ascii_and_unicode_flags_are_refused(regex, message):
+    """re.ASCII folds ASCII letters only; the parser folds every letter (`(?i)é` let "É" through, which `re`
+    refuses); `(?u)` beside re.ASCII was a ValueError, not a TemplateError."""
+    with pytest.raises(TemplateError, match=re.escape(message)):
+        from_python(regex)
+    assert from_python(r"(?i)€x") == r"(?i)€x"  # (a character without case folds to itself either way)
 
 
 def test_shorthand_classes_are_ascii_as_re_ascii_reads_them():

@@ -53,6 +53,17 @@ def test_from_positions_refuses_what_is_not_a_token_id(positions, message):
     assert message in str(info.value)
 
 
+@pytest.mark.parametrize("vocab, positions, message", [
+    (-5, [None], "vocab_size must be a positive integer, got -5"),
+    (True, [None], "vocab_size must be a positive integer, got True"),
+    (10, None, "positions must be a list of positions, got NoneType"),
+    (10, "12", "positions must be a list of positions, got str"),
+])
+def test_from_positions_refuses_a_bad_vocabulary_or_position_list(vocab, positions, message):
+    with pytest.raises(TemplateError, match=f"^{message}$"):
+        CanvasTemplate.from_positions(vocab, positions)
+
+
 def test_from_positions_takes_ints_of_any_integer_type():
     t = CanvasTemplate.from_positions(10, [np.int64(3), torch.tensor(4), None, torch.tensor([1, 2]), {2, 1}])
     assert t.fixed.tolist() == [3, 4, -1, -1, -1] and t.allowed(3).tolist() == t.allowed(4).tolist() == [1, 2]

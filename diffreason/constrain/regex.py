@@ -131,6 +131,48 @@ def flatten(parts: tuple) -> list[Node]:
 _HEX_ESCAPES = {"u": 4, "U": 8}  # (\xHH, octal and the rest the parser reads itself)
 
 
+def _folded_non_ascii(regex: str) -> str | None:
+    """A character with case that `regex` matches case-insensitively and is not ASCII (None: none): `re.ASCII`
+    folds only ASCII letters, the parser every letter, so `(?i)é` would let through "É", which `re` refuses. A
+    class range that reaches past ASCII counts as one (its characters are not walked)."""
+    try:
+        from re import _parser as parser
+    except ImportError:  # (Python < 3.11)
+        import sre_parse as parser
+    from re import _constants as c
+
+    def cased(code: int) -> bool:
+        char = chr(code)
+        return code >= 0x80 and (char.lower() != char or char.upper() != char)
+
+    def walk(items, fold: bool) -> str | None:
+        for op, av in items:
+            if op in (c.LITERAL, c.NOT_LITERAL):
+                if fold and cased(av):
+                    return chr(av)
+            elif op == c.IN:
+                for item_op, item in av:
+                    if fold and item_op == c.LITERAL and cased(item):
+                        return chr(item)
+                    if fold and item_op == c.RANGE and item[1] >= 0x80:
+                        return f"{chr(item[0])}-{chr(item[1])}"
+            elif op == c.SUBPATTERN:
+                _, add, remove, sub = av
+                found = walk(sub, (fold or bool(add & c.SRE_FLAG_IGNORECASE)) and not remove & c.SRE_FLAG_IGNORECASE)
+                if found:
+                    return found
+            else:
+                for part in av if isinstance(av, (tuple, list)) else (av,):
+                    subs = part if isinstance(part, list) else [part]
+                    for sub in subs:
+                        if isinstance(sub, parser.SubPattern) and (found := walk(sub, fold)):
+                            return found
+        return None
+
+    parsed = parser.parse(regex, re.ASCII)
+    return walk(parsed, bool(parsed.state.flags & c.SRE_FLAG_IGNORECASE))
+
+
 def from_python(regex) -> str:
     """A user's regex, read as Python's `re` reads it with `re.ASCII` (`\\d`, `\\w`, `\\s` are ASCII classes, as the
     parser has them) and matched whole, as `re.fullmatch` does → the pipeline's regex text. Refused (TemplateError),
@@ -143,8 +185,12 @@ def from_python(regex) -> str:
         raise TemplateError(f"a regex is a string, not {type(regex).__name__}")
     try:
         re.compile(regex, re.ASCII)
-    except (re.error, OverflowError, RecursionError) as exc:
+        folded = _folded_non_ascii(regex)
+    except (re.error, OverflowError, RecursionError, ValueError) as exc:  # (ValueError: `(?u)` beside re.ASCII)
         raise TemplateError(f"regex {regex!r} is not a valid Python regex: {exc}") from None
+    if folded is not None:
+        raise TemplateError(f"regex {regex!r}: case-insensitive matching of {folded!r} is not supported (re.ASCII "
+                            "folds only ASCII letters; the parser would fold it too); spell out the cases you want")
     out, anchors, i, in_class = [], [], 0, False
     while i < len(regex):
         char = regex[i]
@@ -165,10 +211,10 @@ def from_python(regex) -> str:
         elif char == "[":
             in_class = True
             start = regex[i + 1:i + 2] == "^"
-            out.append(regex[i:i + 1 + start])  # ("[" or "[^"; a "]" first in a class is a literal: taken next)
-            i += 1 + start
+            out.append(regex[i:i + 1 + start])  # ("[" or "[^"; a "]" first in a class is a literal: taken next,
+            i += 1 + start  # escaped, since the parser would end the class there)
             if regex[i:i + 1] == "]":
-                out.append("]")
+                out.append("\\]")
                 i += 1
             continue
         elif char in "^$":

@@ -265,6 +265,7 @@ def hole_context(prefix: str, suffix: str, whole_line: bool, indent: str | None 
 # -- the regex --------------------------------------------------------------------------------------------------------
 
 _CONTROL = r"\x00-\x08\x0b-\x1f\x7f"  # control characters (but tab and newline): no source holds them
+_BREAKS = "\x85\u2028\u2029"  # what str.splitlines (and so an editor or a line-based reader) breaks lines at too
 
 
 def _ascii_class(excluded: str) -> str:
@@ -459,11 +460,12 @@ def _word_not_in(words: Sequence[str]) -> str:
 
 def hole_regex(ctx: HoleContext, depth: int = 4) -> str:
     """The regex of everything the hole may hold (see the module docstring)."""
-    if ctx.in_string:
+    if ctx.in_string:  # (any character but a control one or a line break: \r would end the line too)
+        text, solid = f"[^\n{_CONTROL}{_BREAKS}]", f"[^ \t\n{_CONTROL}{_BREAKS}]"
         if ctx.whole_line:
-            line = r"[^\n]*[^ \t\n][^\n]*\n"
-            return line if ctx.single_line else rf"(?:[^\n]*\n)*{line}(?:[^\n]*\n)*"
-        return r"[^\n]*[^ \t\n][^\n]*"
+            line = rf"{text}*{solid}{text}*\n"
+            return line if ctx.single_line else rf"(?:{text}*\n)*{line}(?:{text}*\n)*"
+        return rf"{text}*{solid}{text}*"
     b = _Builder(ctx, depth)
     if b.multiline and ctx.next_known and ctx.unit is not None and not ctx.open_before and not ctx.closed_after:
         return _block_regex(ctx, b)
