@@ -1887,6 +1887,35 @@ def test_anchors_dependent_schemas_empty_enums_and_anchors_that_hold_nowhere(sch
     assert invalid_fillings(schema, 20) == []
 
 
+@pytest.mark.parametrize("schema", [
+    {"$defs": {"s": {"$id": "s", "$anchor": "a", "const": 1}}, "$ref": "#a"},
+    {"$defs": {"s": {"$id": "http://x/s.json", "$defs": {"t": {"$anchor": "a", "const": 1}}}}, "properties": {
+        "p": {"$ref": "#a"}}, "required": ["p"]},
+    {"$schema": "http://json-schema.org/draft-07/schema#", "definitions": {"s": {"$id": "s", "definitions": {
+        "t": {"$id": "#a", "const": 1}}}}, "$ref": "#a"},
+])
+def test_an_anchor_inside_another_resource_is_not_reached_from_the_root(schema):
+    """`#a` names an anchor of the root's resource: one under a subschema with its own `$id` is another resource's
+    (jsonschema: NoSuchAnchor). It was compiled, and every value then failed the output check."""
+    with pytest.raises(SchemaError, match="^unresolvable '\\$ref' #a at "):
+        compile_schema(schema, TOK)
+    with pytest.raises(Exception, match="'a' does not exist"):  # (the validator cannot resolve it either)
+        validator(schema).validate(1 if "$ref" in schema else {"p": 1})
+
+
+@pytest.mark.parametrize("schema, value", [
+    ({"$defs": {"a b": {"const": 1}}, "$ref": "#/$defs/a%20b"}, 1),  # a fragment is percent-encoded
+    ({"$defs": {"e%25f": {"const": 2}}, "$ref": "#/$defs/e%2525f"}, 2),
+    ({"type": "object", "prefixItems": [{"const": 3}], "properties": {"x": {"$ref": "#/prefixItems/0"}},
+      "required": ["x"], "additionalProperties": False}, {"x": 3}),  # an array's member by its index
+])
+def test_references_resolve_as_uri_fragments_and_through_arrays(schema, value):
+    """(These were "unresolvable '$ref'"; jsonschema resolves them.)"""
+    compiled = compile_schema(schema, TOK)
+    assert [fill_and_parse(compiled, seed) for seed in range(3)] == [value] * 3
+    validate(value, schema)
+
+
 def test_a_recursive_reference_is_named_as_written():
     schema = {"definitions": {"Foo": {"type": "object", "required": ["child"], "properties": {
         "child": {"$ref": "#/definitions/Foo"}}}}, "$ref": "#/definitions/Foo"}

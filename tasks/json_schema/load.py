@@ -304,7 +304,7 @@ def to_2020_12(root: Any) -> Translation:
 
 
 def pointer_target(root: Any, pointer: str) -> Any:
-    """The node a JSON pointer ("/$defs/a", "" for the root) names in `root`; `_MISSING` where there is none."""
+    """The node a JSON pointer ("/$defs/a", "" for the root) names in `root`; `MISSING` where there is none."""
     node = root
     for part in pointer.split("/")[1:]:
         part = part.replace("~1", "/").replace("~0", "~")
@@ -313,7 +313,7 @@ def pointer_target(root: Any, pointer: str) -> Any:
         elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
             node = node[int(part)]
         else:
-            return _MISSING
+            return MISSING
     return node
 
 
@@ -397,12 +397,17 @@ def _check_bases(root: Any, id_key: str) -> None:
 _DATA = ("enum", "const", "default", "examples")  # members that hold instances, not schemas
 
 
-def _objects(root: Any):
-    """Every JSON object in a schema document, outside the members that hold instances (`_DATA`)."""
+def _objects(root: Any, id_key: str | None = None):
+    """Every JSON object in a schema document, outside the members that hold instances (`_DATA`); with `id_key`,
+    only those of the root's own resource (not below a subschema whose `id_key` names another: a `$id` that is not
+    just a fragment)."""
     stack = [root]
     while stack:
         node = stack.pop()
         if isinstance(node, dict):
+            own = node.get(id_key) if id_key is not None else None
+            if node is not root and isinstance(own, str) and not own.startswith("#"):
+                continue
             yield node
             stack.extend(value for key, value in node.items() if key not in _DATA)
         elif isinstance(node, list):
@@ -430,9 +435,11 @@ def _is_anchor_ref(key: str, value: Any) -> bool:
 
 def _anchors(root: Any, id_key: str) -> dict[str, Any]:
     """Plain-name fragments (`#name`) → the schema that names itself so: `$anchor` (2019-09 on), an `$id` (`id` in
-    draft 4) of just a fragment (drafts 6 and 7), `$dynamicAnchor` (a plain `$ref` to it reads it as an anchor)."""
+    draft 4) of just a fragment (drafts 6 and 7), `$dynamicAnchor` (a plain `$ref` to it reads it as an anchor). Only
+    the root resource's: an anchor inside a subschema with its own `$id` belongs to that resource, which `#name` from
+    the root does not reach (jsonschema: NoSuchAnchor; it was compiled, and its values could not be checked)."""
     out: dict[str, Any] = {}
-    for node in _objects(root):
+    for node in _objects(root, id_key):
         names = [node.get("$anchor"), node.get("$dynamicAnchor")]
         if isinstance(node.get(id_key), str) and node[id_key].startswith("#"):
             names.append(node[id_key][1:])
@@ -466,7 +473,7 @@ class _Translator:
     def reference(self, ref: Any) -> Any:
         """A `$ref` as the translation writes it: a local one that resolves points into the translated document's
         `$defs` (the others stay as written: the compiler says what is wrong with them)."""
-        if not isinstance(ref, str) or not ref.startswith("#") or self.target(ref) is _MISSING:
+        if not isinstance(ref, str) or not ref.startswith("#") or self.target(ref) is MISSING:
             return ref
         if ref not in self.local:
             self.local[ref] = f"#/$defs/ref{len(self.local)}"
@@ -474,14 +481,14 @@ class _Translator:
         return self.local[ref]
 
     def target(self, ref: str) -> Any:
-        """The node a local reference points at in the document as written (_MISSING: none)."""
+        """The node a local reference points at in the document as written (MISSING: none)."""
         if ref not in self.targets:
             self.targets[ref] = self._walk(ref)
         return self.targets[ref]
 
     def _walk(self, ref: str) -> Any:
         if ref != "#" and not ref.startswith("#/"):  # an anchor, "#name"
-            return self.anchors.get(unquote(ref[1:]), _MISSING)
+            return self.anchors.get(unquote(ref[1:]), MISSING)
         return pointer_target(self.root, unquote(ref[1:]))
 
     def schema(self, node: Any) -> Any:
@@ -539,7 +546,7 @@ class _Translator:
             out[key] = value
 
 
-_MISSING = object()
+MISSING = object()  # (a JSON pointer that names no node)
 
 
 # ---- the metaschema check -----------------------------------------------------------------------------------------

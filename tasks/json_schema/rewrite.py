@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import re
 from typing import Any
+from urllib.parse import unquote
 
 from diffreason import limits
 from diffreason.errors import SchemaError
@@ -20,6 +21,7 @@ from diffreason.tasks.json_schema.base import (
 from diffreason.tasks.json_schema.keywords import (
     ANNOTATIONS, ANY_VALUE, KEYWORDS, MULTIPLES, PATTERNS, REFS, VALIDATION_KEYWORDS,
 )
+from diffreason.tasks.json_schema.load import MISSING, pointer_target
 
 
 def _longer(seen: tuple, chain) -> tuple:
@@ -89,13 +91,11 @@ class RewriteMixin:
         return schema, path, seen
 
     def ref_target(self, ref: str, path: str) -> Any:
-        """The node a local `$ref` (a JSON pointer) points at in the root document; an error where there is none."""
-        node: Any = self.root
-        for part in [p for p in ref[1:].split("/") if p]:
-            part = part.replace("~1", "/").replace("~0", "~")
-            if not isinstance(node, dict) or part not in node:
-                self.fail(path, f"unresolvable '$ref' {self.ref_names.get(ref, ref)}")
-            node = node[part]
+        """The node a local `$ref` (a JSON pointer in a URI fragment: percent-encoded, array indices as numbers) points
+        at in the root document; an error where there is none."""
+        node = pointer_target(self.root, unquote(ref[1:])) if ref == "#" or ref.startswith("#/") else MISSING
+        if node is MISSING:  # (a "#name" left here is an anchor that names nothing the root's resource holds)
+            self.fail(path, f"unresolvable '$ref' {self.ref_names.get(ref, ref)}")
         return node
 
     @staticmethod
