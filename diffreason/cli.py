@@ -1496,7 +1496,7 @@ def eval_suite(
     if report_only:
         if out is None and name is None and suite_file is None:
             raise DiffreasonError("--report-only needs the suite's --out (or its name)")
-        out = out or Path("evals/reports") / f"suite-{name or suite_file.stem}"
+        out = out or Path("evals/reports") / f"suite-{name or suites.suite_file_name(suite_file)}"
         head, lines = suites.Results(out / "results.jsonl").read()
         if head is None:
             raise DiffreasonError(f"no suite results in {str(out)!r} (no results.jsonl with a header)")
@@ -1526,7 +1526,8 @@ def eval_suite(
             check_checkpoint(paths[role])
     out = out or Path("evals/reports") / f"suite-{suite.name}"
     _writable_dir(out, "--out")
-    items = [suites.Items(entry) for entry in suite.entries]  # (a missing or bad file fails here, before torch)
+    where = f"suite file {str(suite_file)!r}" if suite_file is not None else f"suite {suite.name!r}"
+    items = suites.items_of(suite, where)  # (a missing or bad file fails here, before torch)
     # (absolute: the same checkpoints whatever the working directory of a run that continues it)
     head = suites.header(suite, seed, {role: str(Path(paths[role]).resolve()) for role in sorted(used)},
                          _eval_command("suite"), items)

@@ -17,5 +17,9 @@ class ConfigError(DiffreasonError):
     """A sampler or engine option is out of range."""
 
 
+class ContextTooLong(ConfigError):
+    """A prompt and the answer it must hold (a template's length) need more positions than the model has."""
+
+
 class SchemaError(DiffreasonError):
     """A JSON Schema the compiler cannot turn into a template, or not a valid one (names the keyword and its path)."""

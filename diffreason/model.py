@@ -92,9 +92,9 @@ class DiffusionLM:
 
     def fit_to_context(self, prompt_tokens: int, max_new_tokens: int, fixed_tokens: int = 0) -> int:
         """`max_new_tokens` cut to the whole canvases that fit the model's positions after the prompt (a cap, as
-        SGLang cuts it); ConfigError when the prompt and the `fixed_tokens` an answer must hold (a template's length)
-        do not fit."""
-        from diffreason.errors import ConfigError
+        SGLang cuts it); ContextTooLong (a ConfigError) when the prompt and the `fixed_tokens` an answer must hold (a
+        template's length) do not fit."""
+        from diffreason.errors import ContextTooLong
 
         limit, canvas = self.context_length, self.canvas_length
         if limit is None:
@@ -103,7 +103,7 @@ class DiffusionLM:
         need = max(1, fixed_tokens)
         if room < need:
             canvases = -(-need // canvas)
-            raise ConfigError(f"the prompt ({prompt_tokens} tokens) and the answer's {canvases} canvas"
+            raise ContextTooLong(f"the prompt ({prompt_tokens} tokens) and the answer's {canvases} canvas"
                               f"{'es' if canvases > 1 else ''} of {canvas} need {prompt_tokens + canvases * canvas} "
                               f"positions; the model has {limit}")
         return min(max_new_tokens, room)

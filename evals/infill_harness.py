@@ -38,6 +38,17 @@ def _positive(text: str) -> int:
     return n
 
 
+def _seconds(text: str) -> float:
+    """A timeout: seconds in (0, 3600], as `diffreason eval infill --timeout` takes them."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+    if not 0 < value <= 3600:  # (NaN too)
+        raise argparse.ArgumentTypeError(f"must lie in (0, 3600], not {text}")
+    return value
+
+
 def _set_name(path: Path) -> str:
     name = path.name
     for ext in (".gz", ".jsonl"):
@@ -78,7 +89,7 @@ def main(argv: list[str] | None = None) -> int:
                     help="a task file (.jsonl or .jsonl.gz); repeatable; default: both shared sets")
     ap.add_argument("--limit", type=_positive, help="only the first N tasks of each set")
     ap.add_argument("--workers", type=_positive, default=2, help="sandboxes at once (default 2)")
-    ap.add_argument("--timeout", type=float, default=10.0, help="seconds per task (default 10)")
+    ap.add_argument("--timeout", type=_seconds, default=10.0, help="seconds per task, in (0, 3600] (default 10)")
     ap.add_argument("--isolation", choices=ISOLATIONS, default="auto", help="sandbox isolation (default auto)")
     args = ap.parse_args(argv)
     files = {_set_name(p): p for p in args.tasks} if args.tasks else default_task_files()

@@ -18,6 +18,7 @@ is a column beside the engines', and ``--out`` also gets a bar chart ``json_base
 from __future__ import annotations
 
 import argparse
+import collections
 import json
 import shlex
 import sys
@@ -74,6 +75,20 @@ def run(files: list[Path]) -> dict:
             row["schemas_over"] += bool(x["accepted_invalid"])
         row["llguidance"] += _llguidance(schema)["compiled"]
     return rows
+
+
+def _report_problem(report, counts: collections.Counter) -> str | None:
+    """Why `report` is no `diffreason eval json` report of the folder whose files per collection are `counts`
+    (None: it is one). A report of another folder would put its counts beside these (2 of 1 schemas: 200 %)."""
+    collections_ = report.get("collections") if isinstance(report, dict) else None
+    if not isinstance(collections_, dict) or not all(isinstance(c, dict) for c in collections_.values()):
+        return "not a report of `diffreason eval json` (no \"collections\")"
+    for coll in sorted(set(collections_) | set(counts)):
+        c = collections_.get(coll, {"schemas": 0})
+        if c.get("schemas") != counts.get(coll, 0):
+            return (f"made on another folder: {c.get('schemas')} {coll} schemas there, {counts.get(coll, 0)} in "
+                    "--schemas (give the report of an eval of the whole folder, without --limit)")
+    return None
 
 
 def add_diffreason(rows: dict, reports: dict[str, dict]) -> None:
@@ -144,12 +159,17 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: no *.json files in {folder}", file=sys.stderr)
         return 2
     reports = {}
+    counts = collections.Counter(collection_of(f.name) for f in files)
     for spec in args.diffreason:
         label, _, path = spec.rpartition("=")
         try:
-            reports[label or "diffreason"] = json.loads(Path(path).read_text())
+            reports[label or "diffreason"] = report = json.loads(Path(path).read_text())
         except (OSError, ValueError) as e:
             print(f"error: --diffreason {path}: {e}", file=sys.stderr)
+            return 2
+        problem = _report_problem(report, counts)
+        if problem:
+            print(f"error: --diffreason {path}: {problem}", file=sys.stderr)
             return 2
     rows = run(files)
     add_diffreason(rows, reports)

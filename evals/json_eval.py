@@ -23,7 +23,7 @@ from pathlib import Path
 import jsonschema
 import torch
 
-from diffreason.errors import DiffreasonError
+from diffreason.errors import ContextTooLong, DiffreasonError
 from diffreason.limits import ValidationTimeout, validate_json
 from diffreason.tasks.json_corpus import collection_of
 from diffreason.tasks.json_schema import SchemaError, compile_schema
@@ -115,6 +115,7 @@ def _run_eval(files, tokenizer, model, fillings: int, seed: int, progress, compi
     validator_timeouts = []  # outputs jsonschema did not judge within the time limit
     bad_files, crashes = [], []  # files that are no jsonschemabench file; compiles that failed with a bug
     refused = []  # requests a server would not serve (HTTP 400: e.g. its own compile failed), with its message
+    too_long = []  # outputs the model could not hold: their template needs more positions than it has
     pending = []  # (collection, file name, schema, valid instances) whose outputs the servers make
 
     def produce(compiled, schema, k: int):
@@ -131,6 +132,10 @@ def _run_eval(files, tokenizer, model, fillings: int, seed: int, progress, compi
         """Count one output (`output()` gives its JSON value or raises) as valid, invalid or unjudged."""
         try:
             value = output()
+        except ContextTooLong as exc:  # no output: the template is longer than the model's positions (no bug)
+            per[coll]["too_long"] += 1
+            too_long.append({"schema": name, "error": str(exc)[:300]})
+            return
         except Exception as exc:
             unjudged = "unchecked" in str(exc)  # (generate() says so where jsonschema could not decide)
             per[coll]["unjudged" if unjudged else "invalid"] += 1
@@ -234,6 +239,7 @@ def _run_eval(files, tokenizer, model, fillings: int, seed: int, progress, compi
         "bad_files": bad_files,
         "crashes": crashes,
         "invalid_outputs": invalid,
+        "too_long_for_the_model": too_long,
         "validator_timeouts": validator_timeouts,
         "compile_us_per_position_median": statistics.median(compile_us_per_pos) if compile_us_per_pos else None,
         "compile_ms_per_schema_median": statistics.median(compile_ms) if compile_ms else None,
@@ -338,6 +344,10 @@ def write_report(report: dict, out_dir: str | Path, command: str) -> list[Path]:
     if report.get("bad_files"):
         lines += ["", f"Files skipped (not jsonschemabench files): {len(report['bad_files'])}", ""]
         lines += [f"- `{x['file']}`: {x['error']}" for x in report["bad_files"][:20]]
+    if report.get("too_long_for_the_model"):
+        lines += ["", f"Outputs not generated (the template needs more positions than the model has; counted neither "
+                      f"valid nor invalid): {len(report['too_long_for_the_model'])}", ""]
+        lines += [f"- `{x['schema']}`: {x['error']}" for x in report["too_long_for_the_model"][:20]]
     if report.get("refused_by_server"):
         lines += ["", f"Requests the servers refused (HTTP 400; counted neither valid nor invalid): "
                       f"{len(report['refused_by_server'])}", ""]

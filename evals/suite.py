@@ -167,6 +167,39 @@ def load_suite_file(path: Path, baseline: bool) -> Suite:
     with task, set, mode, n and `options` (see `Entry`). Relative paths in options are read from the file's folder."""
     path = Path(path)
     where = f"suite file {str(path)!r}"
+    data = _suite_data(path, where)
+    entries = data.get("entries")
+    if not isinstance(entries, list) or not entries:
+        raise SuiteError(f"{where} has no `entries` (a list of tables with task, set, mode, n, options)")
+    suite = Suite(suite_file_name(path), [_entry(e, i, where, path.parent) for i, e in enumerate(entries, 1)],
+                  str(data.get("description", "")))
+    check_suite(suite, baseline, where)
+    return suite
+
+
+def suite_file_name(path: Path) -> str:
+    """A suite file's `name` (default: the file's stem): its reports' default folder is evals/reports/suite-NAME."""
+    path = Path(path)
+    where = f"suite file {str(path)!r}"
+    name = _suite_data(path, where).get("name", path.stem)
+    if not isinstance(name, str) or not name.strip():
+        raise SuiteError(f"{where}: `name` must be a non-empty string")
+    return name
+
+
+def items_of(suite: Suite, where: str) -> list["Items"]:
+    """Every entry's items; a file an entry names that cannot be read is one SuiteError naming the entry."""
+    out = []
+    for i, entry in enumerate(suite.entries, 1):
+        try:
+            out.append(Items(entry))
+        except DiffreasonError as exc:
+            raise SuiteError(f"{where}: entry {i}: {exc}") from None
+    return out
+
+
+def _suite_data(path: Path, where: str) -> dict:
+    """A suite file's table, its fields checked (not its entries)."""
     try:
         raw = path.read_bytes()
     except OSError as exc:
@@ -187,16 +220,7 @@ def load_suite_file(path: Path, baseline: bool) -> Suite:
     unknown = sorted(set(data) - {"name", "description", "entries"})
     if unknown:
         raise SuiteError(f"{where}: unknown field {unknown[0]!r} (known: name, description, entries)")
-    entries = data.get("entries")
-    if not isinstance(entries, list) or not entries:
-        raise SuiteError(f"{where} has no `entries` (a list of tables with task, set, mode, n, options)")
-    name = data.get("name", path.stem)
-    if not isinstance(name, str) or not name.strip():
-        raise SuiteError(f"{where}: `name` must be a non-empty string")
-    suite = Suite(name, [_entry(e, i, where, path.parent) for i, e in enumerate(entries, 1)],
-                  str(data.get("description", "")))
-    check_suite(suite, baseline, where)
-    return suite
+    return data
 
 
 def _entry(data, i: int, where: str, folder: Path) -> Entry:
@@ -242,6 +266,8 @@ def check_entry(entry: Entry, at: str) -> None:
               _BOOL: isinstance(value, bool), _PATH: isinstance(value, str) and bool(value)}[kind]
         if not ok:
             raise SuiteError(f"{at}: option {key!r} must be {kind}, got {value!r}")
+        if kind == _FLOAT and not lo < value <= hi:  # (seconds: none is no time at all, as the CLI's options say)
+            raise SuiteError(f"{at}: option {key!r} must lie in ({lo:g}, {hi:g}], got {value!r}")
         if lo is not None and not lo <= value <= hi:
             raise SuiteError(f"{at}: option {key!r} must lie in [{lo:g}, {hi:g}], got {value!r}")
     if entry.task == "sudoku":

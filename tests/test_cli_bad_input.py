@@ -387,3 +387,23 @@ def test_eval_json_reads_each_schema_in_its_draft_and_takes_boolean_schemas(tmp_
     assert report["validator_disagreements"] == 0 and report["total"]["compiled"] == 2, report
     assert report["invalid_outputs"] == [] and report["total"]["valid"] == 4, report
     assert "invalid" not in report["total"], report
+
+
+def test_eval_json_counts_a_template_longer_than_the_model_apart_not_as_invalid(tmp_path):
+    """(The model's context refused the request, and it was counted as an invalid output, exit 1: a compiler bug.)"""
+    from diffreason.cli import EMBEDDED_JSON
+
+    folder = tmp_path / "schemas"
+    folder.mkdir()
+    wide = {"type": "object", "required": [f"member_{k}" for k in range(400)],
+            "properties": {f"member_{k}": {"type": "integer"} for k in range(400)}}
+    (folder / "Mine_1.json").write_text(json.dumps({"schema": wide}))
+    (folder / "Mine_2.json").write_text(json.dumps({"schema": {"type": "boolean"}}))
+    p = cli("eval", "json", "--schemas", str(folder), "--fillings", "1", "--model", str(EMBEDDED_JSON), "--out",
+            str(tmp_path / "out"))
+    assert p.returncode == 0, p.stderr
+    report = json.loads((tmp_path / "out" / "json.json").read_text())
+    assert report["invalid_outputs"] == [] and report["total"]["valid"] == 1 and report["total"]["too_long"] == 1
+    assert [x["schema"] for x in report["too_long_for_the_model"]] == ["Mine_1.json"]
+    assert "positions; the model has 4096" in report["too_long_for_the_model"][0]["error"]
+    assert "Outputs not generated (the template needs more positions" in (tmp_path / "out" / "json.md").read_text()

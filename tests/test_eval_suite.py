@@ -173,7 +173,9 @@ def test_a_changed_definition_is_refused_on_resume(finished, tmp_path):
     (["--suite-file", 'JSON:{"entries": [{"task": "sudoku", "set": "easy", "mode": "autoregressive", "n": 2}]}'],
      "give its checkpoint with --baseline DIR"),
     (["--suite-file", 'JSON:{"entries": [{"task": "sudoku", "set": "mine", "mode": "model", "n": 0, '
-      '"options": {"file": "nope.txt"}}]}'], "nope.txt"),
+      '"options": {"file": "nope.txt"}}]}'], "suite.json': entry 1: option `file` '"),  # (named the entry)
+    (["--suite-file", 'JSON:{"entries": [{"task": "json", "set": "x", "mode": "random", "n": 1, '
+      '"options": {"compile_timeout": 0}}]}'], "entry 1: option 'compile_timeout' must lie in (0, 86400], got 0"),
     (["--report-only", "--out", "EMPTY"], "no suite results in"),
 ])
 def test_bad_input_is_one_line_and_exit_2(args, message, tmp_path):
@@ -259,6 +261,19 @@ def test_changed_files_or_checkpoints_at_the_same_paths_are_another_definition(t
                                               "same path?)")
     old = {k: v for k, v in first.items() if k not in ("items", "model_digests")}  # a header from before digests
     assert suites._differs(old, first) is None
+
+
+def test_report_only_finds_a_suite_files_named_folder(tmp_path, monkeypatch):
+    """`--report-only --suite-file F` reads evals/reports/suite-NAME, NAME the file's `name` (it read the stem)."""
+    from diffreason.evals import suite as suites
+
+    monkeypatch.chdir(tmp_path)
+    path = tmp_path / "other.json"
+    path.write_text(json.dumps({"name": "mine", "entries": [
+        {"task": "sudoku", "set": "easy", "mode": "model", "n": 1, "options": {"steps": 2}}]}))
+    assert suites.suite_file_name(path) == "mine"
+    p = run("--suite-file", str(path), "--report-only")
+    one_error_line(p, "no suite results in 'evals/reports/suite-mine'")
 
 
 def test_the_named_suites_are_valid_and_name_their_baseline_entries():

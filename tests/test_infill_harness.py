@@ -140,6 +140,9 @@ def test_harness_shared_sets_limit(capsys):
     ("not json\n", None),
     (json.dumps({"task_id": "x"}) + "\n", None),
     (None, ["--workers", "0"]),
+    (None, ["--timeout", "nan"]),  # (a ValueError traceback)
+    (None, ["--timeout", "0"]),  # (every canonical solution then "failed")
+    (None, ["--timeout", "-5"]),
 ])
 def test_harness_bad_input_exits_2(tmp_path, make, args):
     if make is not None:

@@ -30,7 +30,7 @@ def test_diffreason_column_and_report(tmp_path, capsys):
     schemas.mkdir()
     _write(schemas, "Mine_1.json", {"schema": {"type": "string"}})
     report = tmp_path / "json.json"
-    report.write_text(json.dumps({"collections": {"Mine": {"compiled": 1}}}))
+    report.write_text(json.dumps({"collections": {"Mine": {"schemas": 1, "compiled": 1}}}))
     out = tmp_path / "out"
     assert main(["--schemas", str(schemas), "--diffreason", f"ours={report}", "--out", str(out)]) == 0
     table = (out / "json_baselines.md").read_text()
@@ -43,3 +43,19 @@ def test_bad_folder_is_one_line(tmp_path, capsys):
     assert main(["--schemas", str(tmp_path)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert err == [f"error: --schemas {tmp_path / 'missing'} is not a folder", f"error: no *.json files in {tmp_path}"]
+
+
+def test_a_report_that_is_not_an_eval_of_this_folder_is_one_line(tmp_path, capsys):
+    """(`{}` was a KeyError traceback; a report of another folder printed 2 of 1 schemas, 200 %.)"""
+    schemas = tmp_path / "s"
+    schemas.mkdir()
+    _write(schemas, "Mine_1.json", {"schema": {"type": "string"}})
+    empty, other = tmp_path / "empty.json", tmp_path / "other.json"
+    empty.write_text("{}")
+    other.write_text(json.dumps({"collections": {"Mine": {"schemas": 2, "compiled": 2}}}))
+    assert main(["--schemas", str(schemas), "--diffreason", str(empty)]) == 2
+    assert main(["--schemas", str(schemas), "--diffreason", f"x={other}"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"error: --diffreason {empty}: not a report of `diffreason eval json` (no \"collections\")",
+                   f"error: --diffreason {other}: made on another folder: 2 Mine schemas there, 1 in --schemas (give "
+                   "the report of an eval of the whole folder, without --limit)"]
