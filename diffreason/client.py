@@ -346,11 +346,12 @@ def settled_text(text: str, stop) -> str:
     short of a tail that may still become one (a stop string's start, which may also begin before a stop found
     whole), and short of trailing U+FFFD (the bytes of a character that the next canvas may complete)."""
     stops = [stop] if isinstance(stop, str) else [s for s in stop or () if s]
-    end = len(cut_at_stop(text, stops)[0])
+    whole = text.rstrip("\ufffd")  # (a stop string begun may go on in the character those bytes start)
+    end = min(len(cut_at_stop(text, stops)[0]), len(whole))
     for s in stops:
-        for k in range(min(len(s) - 1, len(text)), 0, -1):  # (longest first: the earliest start)
-            if text.endswith(s[:k]):
-                end = min(end, len(text) - k)
+        for k in range(min(len(s) - 1, len(whole)), 0, -1):  # (longest first: the earliest start)
+            if whole.endswith(s[:k]):
+                end = min(end, len(whole) - k)
                 break
     return text[:end].rstrip("\ufffd")
 

@@ -201,14 +201,19 @@ class _Worker:
         except OSError as exc:
             self._stop()
             raise ValidationTimeout(f"the validation worker did not start ({exc})") from None
+        except BaseException:
+            self._stop()
+            raise
         if answer != ["ready", None]:
             self._stop()
             raise ValidationTimeout("the validation worker did not start")
 
     def _answer(self, seconds: float) -> Any:
-        """The worker's next JSON line, or None when none came within `seconds` (or it ended)."""
-        ready, _, _ = select.select([self._process.stdout], [], [], seconds)
-        line = self._process.stdout.readline() if ready else ""
+        """The worker's next JSON line, or None when none came within `seconds` (or it ended). (poll, not select:
+        a process holding 1,024 descriptors gets pipe numbers select refuses.)"""
+        poller = select.poll()
+        poller.register(self._process.stdout, select.POLLIN)
+        line = self._process.stdout.readline() if poller.poll(max(0, int(seconds * 1000))) else ""
         try:
             return json.loads(line) if line else None
         except ValueError:
@@ -236,10 +241,13 @@ class _Worker:
             try:
                 self._process.stdin.write(line)
                 self._process.stdin.flush()
+                answer = self._answer(seconds)
             except OSError:
                 self._stop()
                 raise ValidationTimeout("the validation worker stopped (out of memory?)") from None
-            answer = self._answer(seconds)
+            except BaseException:  # (Ctrl-C, a caller's timer: its answer would be read as the next request's)
+                self._stop()
+                raise
             if answer is None:
                 ended = self._process.poll() is not None
                 self._stop()

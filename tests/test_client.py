@@ -275,6 +275,8 @@ def test_eval_sudoku_refuses_verified_mode_on_endpoints(sudoku_servers, tmp_path
     ("abc", ["abcdef", "c"], ""),  # a longer stop may begin before the one found whole
     ("xy", "yz", "x"),  # one stop string
     ("plain", None, "plain"),
+    ("ab</r\ufffd", ["</réponse>"], "ab"),  # a stop begun, going on in a character whose first byte came
+    ("abX\ufffd", ["Xé"], "ab"),
 ])
 def test_settled_text_keeps_back_what_a_later_canvas_may_change(text, stop, settled):
     assert settled_text(text, stop) == settled

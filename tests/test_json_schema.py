@@ -224,8 +224,10 @@ def test_pydantic_types_whose_schema_is_looser_than_their_validator_are_written_
         due: FutureDate
         seen: PastDatetime
         format: int  # (a member named like the keyword)
+        settings: dict = {"format": "ipv4network"}  # (data: kept as it is)
 
     schema = load_schema(Loose)
+    assert schema["properties"]["settings"]["default"] == {"format": "ipv4network"}
     assert schema["properties"]["net"]["format"] == "ipv4" and schema["properties"]["price"] == {
         "type": "number", "title": "Price"}
     compiled = compile_schema(schema, TOK)

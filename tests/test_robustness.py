@@ -344,3 +344,30 @@ def test_schema_checks_in_a_script_without_a_main_guard_run_it_once(tmp_path):
     p = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300)
     assert p.returncode == 0, p.stderr
     assert p.stdout.count("body") == 1 and p.stdout.splitlines()[-1] == "None pattern"
+
+
+def test_schema_checks_hold_past_1024_descriptors_and_after_an_interrupted_wait(tmp_path):
+    """The pattern-check worker's wait used select (ValueError past descriptor 1023, the worker then stuck), and a
+    wait cut short (Ctrl-C, a caller's timer) left its answer to be read as the next request's: an invalid value
+    judged valid. A child process, so the descriptors and the timer are its own."""
+    script = tmp_path / "check.py"
+    script.write_text(
+        "import os, resource, signal\n"
+        "from diffreason.limits import validate_json\n"
+        "soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)\n"
+        "resource.setrlimit(resource.RLIMIT_NOFILE, (min(4096, hard), hard))\n"
+        "held = [os.open(os.devnull, os.O_RDONLY) for _ in range(1100)]\n"
+        "S = {'type': 'string', 'pattern': '^(a+)+$'}\n"
+        "print(validate_json(S, 'a'))\n"
+        "class Stop(Exception): pass\n"
+        "def stop(*_): raise Stop()\n"
+        "signal.signal(signal.SIGALRM, stop)\n"
+        "signal.setitimer(signal.ITIMER_REAL, 0.3)\n"
+        "try:\n"
+        "    validate_json(S, 'a' * 28 + '!', 30)\n"
+        "except Stop:\n"
+        "    print('interrupted')\n"
+        "print(validate_json(S, 'aaa'), validate_json(S, 'b')[2])\n")
+    p = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.splitlines() == ["None", "interrupted", "None pattern"]

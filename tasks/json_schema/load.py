@@ -98,8 +98,8 @@ def pydantic_schema(model: type) -> dict:
         raise SchemaError(f"pydantic cannot write a JSON Schema for {model.__name__}: {first}") from None
 
     def narrowed(node: Any) -> Any:
-        if isinstance(node, dict):
-            out = {k: narrowed(v) for k, v in node.items()}
+        if isinstance(node, dict):  # (members that hold instances, as a default, are data: kept as they are)
+            out = {k: v if k in _DATA else narrowed(v) for k, v in node.items()}
             if isinstance(out.get("format"), str) and out["format"] in PYDANTIC_FORMATS:  # (not a member "format")
                 out["format"] = PYDANTIC_FORMATS[out["format"]]
             return out
