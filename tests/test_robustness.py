@@ -334,24 +334,29 @@ def test_ctrl_c_is_held_back_until_an_answer_is_printed_and_counted():
 def test_schema_checks_in_a_script_without_a_main_guard_run_it_once(tmp_path):
     """The pattern checks' worker was multiprocessing's spawn, which re-runs the caller's main script: a top-level
     script (as the README writes one) ran twice, its second run failed, and every later check with it."""
+    out = _script_output(tmp_path, "import os\n"
+                                   "from diffreason.limits import validate_json\n"
+                                   "print('body', os.getpid(), flush=True)\n"
+                                   "schema = {'type': 'string', 'pattern': '^[a-z]{3}$'}\n"
+                                   "print(validate_json(schema, 'abc'), validate_json(schema, 'abcd')[2])\n")
+    assert out.count("body") == 1 and out.splitlines()[-1] == "None pattern"
+
+
+def _script_output(tmp_path, source: str) -> str:
+    """The stdout of `source` run as a user's script (a file of its own, run by path), which must succeed."""
     script = tmp_path / "user.py"
-    script.write_text(
-        "import os\n"
-        "from diffreason.limits import validate_json\n"
-        "print('body', os.getpid(), flush=True)\n"
-        "schema = {'type': 'string', 'pattern': '^[a-z]{3}$'}\n"
-        "print(validate_json(schema, 'abc'), validate_json(schema, 'abcd')[2])\n")
+    script.write_text(source)
     p = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300)
     assert p.returncode == 0, p.stderr
-    assert p.stdout.count("body") == 1 and p.stdout.splitlines()[-1] == "None pattern"
+    return p.stdout
 
 
 def test_schema_checks_hold_past_1024_descriptors_and_after_an_interrupted_wait(tmp_path):
     """The pattern-check worker's wait used select (ValueError past descriptor 1023, the worker then stuck), and a
     wait cut short (Ctrl-C, a caller's timer) left its answer to be read as the next request's: an invalid value
     judged valid. A child process, so the descriptors and the timer are its own."""
-    script = tmp_path / "check.py"
-    script.write_text(
+    out = _script_output(
+        tmp_path,
         "import os, resource, signal\n"
         "from diffreason.limits import validate_json\n"
         "soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)\n"
@@ -368,6 +373,4 @@ def test_schema_checks_hold_past_1024_descriptors_and_after_an_interrupted_wait(
         "except Stop:\n"
         "    print('interrupted')\n"
         "print(validate_json(S, 'aaa'), validate_json(S, 'b')[2])\n")
-    p = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300)
-    assert p.returncode == 0, p.stderr
-    assert p.stdout.splitlines() == ["None", "interrupted", "None pattern"]
+    assert out.splitlines() == ["None", "interrupted", "None pattern"]
