@@ -5,8 +5,19 @@ class DiffreasonError(Exception):
     """An error caused by what the user gave (a path, a template, an option), with a message that says how to fix it."""
 
 
+def first_line(exc: BaseException) -> str:
+    """An exception's message cut to its first line, or its type's name where it has none (one-line errors from
+    libraries that raise many types with long messages)."""
+    text = str(exc).strip().splitlines()
+    return text[0] if text else type(exc).__name__
+
+
 class ModelLoadError(DiffreasonError):
     """A checkpoint directory is missing, corrupt, or not a DiffusionGemma checkpoint."""
+
+
+class WrongModel(ModelLoadError):
+    """A checkpoint that loads, but is another kind of model than the one asked for."""
 
 
 class TemplateError(DiffreasonError):

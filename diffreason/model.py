@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from diffreason.errors import DiffreasonError, ModelLoadError
+from diffreason.errors import DiffreasonError, ModelLoadError, first_line
 
 if TYPE_CHECKING:
     import torch
@@ -439,11 +439,11 @@ def load_model(
             path, local_files_only=True, dtype=dtype or torch.float32
         )
     except Exception as exc:  # transformers raises many types for a broken directory; the user needs one message
-        raise ModelLoadError(f"could not load the weights in {str(path)!r}: {_first_line(exc)}") from None
+        raise ModelLoadError(f"could not load the weights in {str(path)!r}: {first_line(exc)}") from None
     try:
         tokenizer = PreTrainedTokenizerFast.from_pretrained(path, local_files_only=True)
     except Exception as exc:
-        why = "it has no tokenizer.json" if not (path / "tokenizer.json").is_file() else _first_line(exc).rstrip(":")
+        why = "it has no tokenizer.json" if not (path / "tokenizer.json").is_file() else first_line(exc).rstrip(":")
         raise ModelLoadError(f"could not load the tokenizer in {str(path)!r}: {why}") from None
     if device is not None:
         model.to(device)
@@ -461,8 +461,3 @@ def describe_validation_error(exc: ValueError) -> str:
         msg = e["msg"].removeprefix("Value error, ")
         return f"{where}: {msg}" if where else msg
     return " ".join(str(exc).split())
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return text[0] if text else type(exc).__name__

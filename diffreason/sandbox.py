@@ -39,7 +39,7 @@ capped (the rest is drained and dropped, `stdout_truncated`), and the audit hook
 (and the only layer in ``none``): it refuses sockets other than AF_UNIX socketpairs, name lookups, connect/bind/send
 to addresses, os.kill/os.killpg outside the process's own process group (and kill(-1)), opening for writing, creating,
 renaming, removing, chmod/chown/utime of paths outside the working directory (realpath, so symlinks are followed),
-os.open for writing with a relative path (its dir_fd is invisible to the hook), exec/spawn/system/ subprocess (a new
+os.open for writing with a relative path (its dir_fd is invisible to the hook), exec/spawn/system/subprocess (a new
 interpreter would not carry the hook), ctypes and the modules that bypass the audited APIs (_ctypes, readline's
 history files), the gc introspection that could reach the hook, replacing the code or defaults of the hook's helpers,
 changing the mode, owner, times or attributes of a file through a descriptor, prlimit of other processes and sqlite

@@ -25,7 +25,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import torch
 from pydantic import BaseModel, ConfigDict, Field
@@ -35,7 +35,7 @@ from rich.progress import (
 )
 from transformers import DynamicCache
 
-from diffreason.errors import DiffreasonError, ModelLoadError
+from diffreason.errors import DiffreasonError, ModelLoadError, WrongModel
 from diffreason.model import DiffusionLM, load_model
 
 STATE_FILE = "trainer_state.pt"
@@ -376,19 +376,22 @@ def _restore(state_file: Path, model, optim, generator, stream_state) -> tuple[i
     return step, elapsed
 
 
-def resume_or_build(run_dir: str | Path, build: Callable[[], DiffusionLM]) -> DiffusionLM:
+def resume_or_build(run_dir: str | Path, build: Callable[[], Any],
+                    load: Callable[[Path], Any] | None = None) -> Any:
     """The run's model if it has one (its weights are then overwritten by the trainer state), else a new one.
+    `load`: how RUN/model is read (default `load_model`; the autoregressive baseline passes its own).
 
     When the trainer state is there, RUN/model's weights are not needed: a model directory that does not load (a
-    half-written file from a crash under an older, non-atomic save) is then rebuilt, and the state fills it in.
+    half-written file from a crash under an older, non-atomic save) is then rebuilt, and the state fills it in. One
+    that loads as another kind of model (`WrongModel`) is never rebuilt over.
     """
     run_dir = Path(run_dir)
     model_dir = run_dir / "model"
     if not (model_dir / "config.json").is_file():
         return build()
     try:
-        return load_model(model_dir)
-    except ModelLoadError:
-        if not (run_dir / STATE_FILE).is_file():
+        return (load or load_model)(model_dir)
+    except ModelLoadError as exc:
+        if isinstance(exc, WrongModel) or not (run_dir / STATE_FILE).is_file():
             raise
         return build()

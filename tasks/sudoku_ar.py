@@ -24,7 +24,7 @@ from pathlib import Path
 
 import torch
 
-from diffreason.errors import DiffreasonError, ModelLoadError
+from diffreason.errors import DiffreasonError, ModelLoadError, WrongModel, first_line
 from diffreason.tasks import sudoku as S
 
 UNK_ID = 3  # `diffreason.tokenizer.SPECIAL_TOKENS`: pad, eos, bos, unk, ...
@@ -90,10 +90,6 @@ def build_ar_model(preset: str = "sudoku-small", seed: int = 0) -> ARSudoku:
     return ARSudoku(model=model, tokenizer=S.make_tokenizer())
 
 
-class NotABaseline(ModelLoadError):
-    """A checkpoint that loads but is another kind of model."""
-
-
 def load_ar_model(path: str | Path) -> ARSudoku:
     from transformers import AutoTokenizer, Gemma4ForCausalLM
 
@@ -106,15 +102,14 @@ def load_ar_model(path: str | Path) -> ARSudoku:
         raise ModelLoadError(f"cannot load {str(path)!r}: config.json: {exc}") from None
     model_type = config.get("model_type") if isinstance(config, dict) else None
     if model_type != "gemma4_text":
-        raise NotABaseline(f"{str(path)!r} is not an autoregressive Sudoku baseline (model_type {model_type!r})")
+        raise WrongModel(f"{str(path)!r} is not an autoregressive Sudoku baseline (model_type {model_type!r})")
     try:
         model = Gemma4ForCausalLM.from_pretrained(path, dtype=torch.float32)
         tokenizer = AutoTokenizer.from_pretrained(path)
     except Exception as exc:  # transformers raises many types for a broken directory; the user needs one message
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise ModelLoadError(f"cannot load {str(path)!r}: {first}") from None
+        raise ModelLoadError(f"cannot load {str(path)!r}: {first_line(exc)}") from None
     if tokenizer.get_vocab() != S.make_tokenizer().get_vocab():
-        raise NotABaseline(f"{str(path)!r} is not a Sudoku model (its vocabulary differs)")
+        raise WrongModel(f"{str(path)!r} is not a Sudoku model (its vocabulary differs)")
     model.eval()
     return ARSudoku(model=model, tokenizer=tokenizer, path=path)
 
@@ -232,13 +227,9 @@ def resume_or_build_ar(run_dir: str | Path, preset: str, seed: int) -> ARSudoku:
     """The run's baseline if it has one (the trainer state then overwrites its weights), else a new one. As for the
     diffusion trainers (`train.resume_or_build`): with the trainer state there, a model directory whose weights do
     not load (a crash mid-save) is rebuilt and the state fills it in; one that is another kind of model is refused."""
-    model_dir = Path(run_dir) / "model"
-    if (model_dir / "config.json").is_file():
-        from diffreason.train import STATE_FILE
+    from diffreason.train import resume_or_build
 
-        try:
-            return load_ar_model(model_dir)
-        except ModelLoadError as exc:
-            if isinstance(exc, NotABaseline) or not (Path(run_dir) / STATE_FILE).is_file():
-                raise DiffreasonError(f"--run-dir {str(run_dir)!r} holds another model: {exc}") from None
-    return build_ar_model(preset, seed)
+    try:
+        return resume_or_build(run_dir, lambda: build_ar_model(preset, seed), load=load_ar_model)
+    except ModelLoadError as exc:
+        raise DiffreasonError(f"--run-dir {str(run_dir)!r} holds another model: {exc}") from None

@@ -44,7 +44,7 @@ from urllib.parse import unquote
 
 import jsonschema
 
-from diffreason.errors import SchemaError
+from diffreason.errors import SchemaError, first_line
 
 # ---- reading: JSON text, files and values checked to be plain JSON ------------------------------------------------
 
@@ -94,8 +94,7 @@ def pydantic_schema(model: type) -> dict:
     try:
         schema = model.model_json_schema(schema_generator=Writable)
     except Exception as exc:  # pydantic's PydanticInvalidForJsonSchema, PydanticUserError, ...
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise SchemaError(f"pydantic cannot write a JSON Schema for {model.__name__}: {first}") from None
+        raise SchemaError(f"pydantic cannot write a JSON Schema for {model.__name__}: {first_line(exc)}") from None
 
     def narrowed(node: Any) -> Any:
         if isinstance(node, dict):  # (members that hold instances, as a default, are data: kept as they are)
