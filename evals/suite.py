@@ -171,7 +171,7 @@ def load_suite_file(path: Path, baseline: bool) -> Suite:
     entries = data.get("entries")
     if not isinstance(entries, list) or not entries:
         raise SuiteError(f"{where} has no `entries` (a list of tables with task, set, mode, n, options)")
-    suite = Suite(suite_file_name(path), [_entry(e, i, where, path.parent) for i, e in enumerate(entries, 1)],
+    suite = Suite(_name_of(data, path, where), [_entry(e, i, where, path.parent) for i, e in enumerate(entries, 1)],
                   str(data.get("description", "")))
     check_suite(suite, baseline, where)
     return suite
@@ -181,7 +181,11 @@ def suite_file_name(path: Path) -> str:
     """A suite file's `name` (default: the file's stem): its reports' default folder is evals/reports/suite-NAME."""
     path = Path(path)
     where = f"suite file {str(path)!r}"
-    name = _suite_data(path, where).get("name", path.stem)
+    return _name_of(_suite_data(path, where), path, where)
+
+
+def _name_of(data: dict, path: Path, where: str) -> str:
+    name = data.get("name", path.stem)
     if not isinstance(name, str) or not name.strip():
         raise SuiteError(f"{where}: `name` must be a non-empty string")
     return name
