@@ -174,8 +174,14 @@ def test_streamed_chunks_join_to_the_answer_when_a_canvas_splits_a_stop_or_a_cha
         s += "v: " + sgl.gen("x", max_tokens=64, stop=["END"])
 
     plain = stopped.run(backend=backend)
+    # The chunks are read as the backend yields them: SGLang's `text_iter("x")` yields "" when the program ends
+    # before the iterator first looks (a race of its own, which this instant engine lost on a CI run).
+    chunks, stream = [], backend.generate_stream
+    backend.generate_stream = lambda s, sampling_params: (
+        chunks.append(text) or (text, meta) for text, meta in stream(s, sampling_params))
     streamed = stopped.run(backend=backend, stream=True)
-    chunks = list(streamed.text_iter("x"))
+    streamed.sync()
+    assert len(chunks) >= 2
     assert plain["x"] == streamed["x"] == "".join(chunks) == "hello é "
 
 
