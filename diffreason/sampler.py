@@ -175,6 +175,7 @@ class StepOutput:
 # Fast draws: a counter-based random stream, and where a step's work lies
 
 
+MASKED_OUT = -1e30  # a dense group's bias at disallowed tokens: softmax gives them 0, as -inf would, and 0 × it is 0
 _GOLDEN = 0x9E3779B97F4A7C15 - 2**64  # splitmix64's increment and multipliers, as int64 (products wrap mod 2**64)
 _MIX1 = 0xBF58476D1CE4E5B9 - 2**64
 _MIX2 = 0x94D049BB133111EB - 2**64
@@ -264,7 +265,7 @@ class _FastPlan:
         items = free.nonzero().flatten()
         in_compact = compact_row[items // length]
         groups, fixed_at = [], (~free).nonzero().flatten()
-        neg_inf = torch.tensor(float("-inf"), device=device)
+        neg_inf, masked_out = torch.tensor(float("-inf"), device=device), torch.tensor(MASKED_OUT, device=device)
         for k in sorted(set(row_width[compact_row].tolist())):
             at = items[in_compact & (row_width[items // length] == k)]
             ids = constraint.table[index[at], :k]
@@ -277,14 +278,14 @@ class _FastPlan:
         if dense.numel() and 10 * dense.numel() >= 9 * b * length:  # (nearly) all positions: all, fixed ones one-hot
             bias = None
             if dense.numel() < b * length or bool(restricted.any()):
-                bias = torch.where(constraint.allowed.reshape(b * length, vocab), 0.0, neg_inf)
+                bias = torch.where(constraint.allowed.reshape(b * length, vocab), 0.0, masked_out)
             groups.append(_Group(None, None, None, None, bias, None, None))
             fixed_at = fixed_at[:0]
         elif dense.numel():
             bias = None
             if bool(restricted[dense].any()):
                 allowed = constraint.masks[torch.where(restricted[dense], index[dense] + 1, 0)]
-                bias = torch.where(allowed, 0.0, neg_inf)
+                bias = torch.where(allowed, 0.0, masked_out)
             groups.append(_Group(dense, dense // length, None, None, bias, in_state[dense], None))
         every = items.numel() == b * length
         return cls(
@@ -516,10 +517,15 @@ class RenoiseSampler:
             tempered = (logits / temperature[:, None, None]).view(flat.shape)
         else:
             tempered = flat.index_select(0, group.items) / temperature[group.item_row, None]
-        masked = tempered if group.bias is None else tempered + group.bias
+        if group.bias is None:
+            masked = tempered
+        elif group.ids is None:  # (dense: a finite bias, so masked - top is finite where probs are 0)
+            masked = tempered = tempered.add_(group.bias)
+        else:  # (compact: the padding's -inf bias; self-conditioning takes `tempered`)
+            masked = tempered + group.bias
         probs = torch.softmax(masked, dim=1, dtype=torch.float32)
         top, rank = masked.max(dim=1, keepdim=True)  # (the first maximal index, as argmax)
-        top_prob = probs.amax(dim=1)
+        top_prob = probs.gather(1, rank).squeeze(1)  # (exp(0) / S: the largest probability)
         entropy = -top_prob.log() - (probs * (tempered - top)).sum(dim=1)
         rank = rank.squeeze(1)
         argmax = group.ids.gather(1, rank[:, None]).squeeze(1) if group.ids is not None else rank

@@ -638,50 +638,48 @@ def joint_best_paths(jobs: list[tuple[TokenAutomaton, torch.Tensor, torch.Tensor
         states, classes, moves = states + automaton.num_states, classes + automaton.classes.count, moves + len(
             automaton.src)
     longest = max(part[1] for part in parts)
-    src = torch.cat([a.src + s0 for a, _, _, _, _, s0, _, _ in parts])
-    tok = torch.cat([a.tok + c0 for a, _, _, _, _, _, c0, _ in parts])
-    dst = torch.cat([a.dst + s0 for a, _, _, _, _, s0, _, _ in parts])
-    scores = torch.full((longest, classes), float("-inf"), dtype=torch.float64)
-    backward = torch.zeros((longest + 1, states), dtype=torch.bool)
-    running = torch.zeros((longest, states), dtype=torch.bool)
-    score = torch.full((states,), float("-inf"), dtype=torch.float64)
+    src = np.concatenate([a.src.numpy() + s0 for a, _, _, _, _, s0, _, _ in parts])
+    tok = np.concatenate([a.tok.numpy() + c0 for a, _, _, _, _, _, c0, _ in parts])
+    dst = np.concatenate([a.dst.numpy() + s0 for a, _, _, _, _, s0, _, _ in parts])
+    scores = np.full((longest, classes), -np.inf)
+    backward = np.zeros((longest + 1, states), dtype=bool)
+    running = np.zeros((longest, states), dtype=bool)
+    score = np.full(states, -np.inf)
     for a, length, bw, class_score, _, s0, c0, _ in parts:
-        scores[:length, c0 : c0 + a.classes.count] = class_score
-        backward[: length + 1, s0 : s0 + a.num_states] = bw
+        scores[:length, c0 : c0 + a.classes.count] = class_score.numpy()
+        backward[: length + 1, s0 : s0 + a.num_states] = bw.numpy() if isinstance(bw, torch.Tensor) else bw
         running[:length, s0 : s0 + a.num_states] = True
         score[s0 + a.initial] = 0.0
-    neg = torch.tensor(float("-inf"), dtype=torch.float64)
-    # per position, each move's target still able to finish and the score of its class (gathered once)
-    live, gain = backward[1:, dst], scores[:, tok]  # [longest, E]
-    edge = torch.arange(len(src))
-    no_edge = torch.tensor(len(src))
-    back_edges = []
+    # the moves grouped by target (in move order within a target), so a target's best is one segment's reduction
+    edge = np.argsort(dst, kind="stable")
+    targets, starts, counts = np.unique(dst[edge], return_index=True, return_counts=True)
+    from_state = src[edge]
+    # per position, each move's score gain where its target can still finish (-inf elsewhere), gathered once
+    gain = np.where(backward[1:, dst[edge]], scores[:, tok[edge]], -np.inf)  # [longest, E]
+    back = np.full((longest, states), len(src), dtype=np.int64)  # (len(src): no move; never on a path that finishes)
     for k in range(longest):
         limits.check()
-        from_score = score.index_select(0, src)
-        cand = torch.where(live[k] & torch.isfinite(from_score), from_score + gain[k], neg)
-        new = torch.full((states,), float("-inf"), dtype=torch.float64).scatter_reduce(
-            0, dst, cand, reduce="amax", include_self=True)
-        # the argmax move into each state: the first (lowest-numbered) of those reaching its best score
-        hit = (cand == new.index_select(0, dst)) & torch.isfinite(cand)
-        best = torch.full((states,), len(src), dtype=torch.long).scatter_reduce(
-            0, dst, torch.where(hit, edge, no_edge), reduce="amin", include_self=True)
-        back_edges.append(best)
-        score = torch.where(running[k], new, score)
-    back = torch.stack(back_edges).numpy()  # (len(src): no move; never on a path that finishes)
-    src_np, tok_np = src.numpy(), tok.numpy()
+        new = np.full(states, -np.inf)
+        if len(edge):  # (reduceat needs a segment)
+            cand = score[from_state] + gain[k]
+            best = np.maximum.reduceat(cand, starts)
+            # the argmax move into each target: the first (lowest-numbered) of those reaching its best score
+            hit = (cand == np.repeat(best, counts)) & np.isfinite(cand)
+            back[k, targets] = np.minimum.reduceat(np.where(hit, edge, len(src)), starts)
+            new[targets] = best
+        score = np.where(running[k], new, score)
     paths = []
     for a, length, _, _, token, s0, c0, _ in parts:
-        final = torch.where(a.accepting, score[s0 : s0 + a.num_states], neg)
+        final = np.where(a.accepting.numpy(), score[s0 : s0 + a.num_states], -np.inf)
         state = int(final.argmax())
-        if not torch.isfinite(final[state]):
+        if not np.isfinite(final[state]):
             raise TemplateError("no complete value fits the slot")
         token = token.numpy()
         tokens, state = [], state + s0
         for k in range(length - 1, -1, -1):
             e = int(back[k, state])
-            tokens.append(int(token[k, tok_np[e] - c0]))
-            state = int(src_np[e])
+            tokens.append(int(token[k, tok[e] - c0]))
+            state = int(src[e])
         paths.append(tokens[::-1])
     return paths
 
