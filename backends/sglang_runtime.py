@@ -72,6 +72,7 @@ COMPILE_MEMORY = 2 * 2**30  # and how far it may grow the scheduler's memory
 class _Request:
     template: CanvasTemplate | None = None
     schema: Any = None  # the JSON Schema its output is checked against when it finishes (None: no check)
+    fill: int | None = None  # past a final EOS on the template's last canvas: pad (None: free)
     canvases_done: int = 0  # canvases finished in `step()`: the index of the canvas the request denoises now
     steps: list[int] = field(default_factory=list)  # per finished canvas, not yet sent to the client
 
@@ -108,10 +109,13 @@ class _Registry:
         with self._lock:
             return rid in self._items
 
-    def schema_of(self, rid: str) -> Any:
+    def schema_of(self, rid: str) -> tuple[Any, int]:
+        """(the JSON Schema a request's output is checked against — None: no check —, its template's length)."""
         with self._lock:
             item = self._items.get(rid)
-            return None if item is None else item.schema
+            if item is None or item.schema is None:
+                return None, 0
+            return item.schema, len(item.template)
 
 
 REQUESTS = _Registry()
@@ -185,6 +189,8 @@ class DiffreasonRenoise(Gemma4Renoise):
         if template is not None:
             entry = REQUESTS.get(req.rid)
             entry.template, entry.schema = template, schema
+            tokenizer = _tokenizer(req)
+            entry.fill = template.fill_after_end(tokenizer.eos_token_id, tokenizer.pad_token_id or 0)
             # Compiled here: keep SGLang's grammar backend (xgrammar) from compiling it again for nothing.
             sp.json_schema = sp.regex = None
         return None
@@ -218,7 +224,8 @@ class DiffreasonRenoise(Gemma4Renoise):
             canvas_index = request.canvases_done  # (read only)
             template = None
             if request.template is not None and canvas_index < request.template.num_canvases(self.block_size):
-                template = request.template.canvas(canvas_index, self.block_size).with_vocab(self.vocab_size)
+                template = request.template.canvas(canvas_index, self.block_size, request.fill).with_vocab(
+                    self.vocab_size)
             generator = torch.Generator(device=device)
             generator.manual_seed(self._request_seed(forward_batch, index))
             constraint = (CanvasConstraint.from_templates([template], device, self._device_masks(device))
@@ -354,15 +361,17 @@ def _free_aborted(original, scheduler, abort_req, req, *args, **kwargs):
 
 
 def _check_finished_output(original, scheduler, req, *args, **kwargs):
-    """When a request with a JSON Schema finishes, its output is checked against the schema as the CLI checks one
-    (the template makes it valid; a failure is a bug): an output that does not validate, or that the check cannot
-    decide in time, finishes the request with an error (HTTP 500 with the reason) instead of a value passed on as
-    valid."""
+    """When a request with a JSON Schema finishes at its template's end, its output (through the EOS that ends it) is
+    checked against the schema as the CLI checks one (the template makes it valid; a failure is a bug): an output
+    that does not validate, or that the check cannot decide in time, finishes the request with an error (HTTP 500
+    with the reason) instead of a value passed on as valid. An output the request's own stop string, stop token or
+    length cut earlier is a prefix the client asked for, not checked (its canvases after the cut never ran)."""
     out = original(scheduler, req, *args, **kwargs)
     if req.finished() and not isinstance(req.finished_reason, FINISH_ABORT):
-        schema = REQUESTS.schema_of(req.rid)
-        if schema is not None:
-            text = _tokenizer(req).decode(list(req.output_ids), skip_special_tokens=True)
+        schema, length = REQUESTS.schema_of(req.rid)
+        visible = list(req.output_ids_through_stop)
+        if schema is not None and len(visible) >= length:
+            text = _tokenizer(req).decode(visible, skip_special_tokens=True)
             try:
                 check_output(schema, text, OUTPUT_CHECK_SECONDS)
             except DiffreasonError as exc:

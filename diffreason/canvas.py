@@ -215,6 +215,12 @@ class CanvasTemplate:
     def num_canvases(self, canvas_length: int) -> int:
         return -(-len(self) // canvas_length)
 
+    def fill_after_end(self, eos: int | None, pad: int) -> int | None:
+        """What the positions past the template's end on its last canvas hold: `pad` when its last position fixes
+        EOS (what a commit turns them into anyway, so they are neither sampled nor left for a stop string to reach),
+        else None (free: the output may go on)."""
+        return pad if eos is not None and len(self) > 0 and int(self.fixed[-1]) == eos else None
+
     def allowed(self, position: int) -> torch.Tensor | None:
         """Allowed token ids at `position` (None: any token)."""
         if self.fixed[position] >= 0:

@@ -393,8 +393,7 @@ class Engine:
         C, eos = self.lm.canvas_length, self.lm.tokenizer.eos_token_id
         if template is None:
             return CanvasTemplate.unconstrained(C, self.lm.vocab_size)
-        ends_in_eos = eos is not None and len(template) > 0 and int(template.fixed[-1]) == eos
-        return template.canvas(k, C, self._pad_id() if ends_in_eos else None)
+        return template.canvas(k, C, template.fill_after_end(eos, self._pad_id()))
 
     def _denoising_step(self, run: _Batch, canvas: _Canvas, views: dict, trace, callback, step_hook) -> None:
         """2.a One step of the R rows of `canvas` still denoising (R ≤ A): the decoder's logits [R, C, V] over

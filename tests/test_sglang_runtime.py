@@ -252,7 +252,7 @@ def test_a_json_schema_string_is_never_read_as_a_path(tmp_path):
     # the same answer whether the path exists or not (beyond the quoted text): no existence oracle
     assert len({a.split(":")[1] for a in answers}) == 1
     assert refusal("true", json_schema="true", max_new_tokens=32) is None  # the boolean schema true is valid
-    assert plugin.REQUESTS.schema_of("true") is True
+    assert plugin.REQUESTS.schema_of("true") == (True, len(plugin.REQUESTS.get("true").template))
 
 
 @pytest.mark.parametrize("params, message", [
@@ -288,21 +288,51 @@ def test_a_compile_over_its_budget_is_refused_and_the_next_request_is_served(mon
     assert plugin.REQUESTS.get("after-slow").template is not None
 
 
+def _finished(rid: str, value: str, tail: int = 5, upto: int | None = None, **params):
+    """SGLang's own Req for a validated JSON request whose last canvas holds the template with its slot filled by
+    `value`'s tokens (then pads), then `tail` pads — or only the first `upto` tokens of that, as if its first canvas
+    ended there —, after SGLang's own finish check (EOS, stop strings, length) and the plugin's output check (as its
+    hook runs it)."""
+    from array import array
+
+    from sglang.srt.managers.schedule_batch import Req
+
+    sp = SamplingParams(**params)
+    sp.normalize(TOK)
+    req = Req(rid, "prompt", array("q", [2, 10]), sp, eos_token_ids={TOK.eos_token_id}, vocab_size=len(TOK))
+    TOK.additional_stop_token_ids = None  # (as SGLang's get_tokenizer leaves the tokenizers it serves with)
+    req.tokenizer = TOK
+    assert plugin.DiffreasonRenoise.validate_request(req) is None
+    template = plugin.REQUESTS.get(rid).template
+    ids, (slot,) = template.fixed.tolist(), template.slots
+    written = TOK.encode(value, add_special_tokens=False)
+    ids[slot.start : slot.start + slot.length] = written + [TOK.pad_token_id] * (slot.length - len(written))
+    assert min(ids) >= 0 and ids[-1] == TOK.eos_token_id
+    req.output_ids.extend((ids + [TOK.pad_token_id] * tail)[:upto])
+    req.update_finish_state(new_accepted_len=len(req.output_ids))
+    plugin._check_finished_output(lambda scheduler, r: None, object(), req)
+    return req
+
+
 def test_a_finished_output_that_does_not_validate_is_an_error_not_a_value():
+    """Checked through the EOS that ends the template (SGLang keeps the whole canvas in output_ids, past it)."""
     from sglang.srt.managers.schedule_batch import FINISH_ABORT, FINISH_MATCHED_TOKEN
 
-    schema = {"type": "object", "required": ["a"], "properties": {"a": {"type": "integer", "maximum": 5}}}
-    assert refusal("out", json_schema=json.dumps(schema), max_new_tokens=64) is None
-
-    def finished_req(text):
-        req = types.SimpleNamespace(rid="out", tokenizer=TOK, output_ids=TOK.encode(text, add_special_tokens=False),
-                                    finished_reason=FINISH_MATCHED_TOKEN(matched=TOK.eos_token_id))
-        req.finished = lambda: req.finished_reason is not None
-        return req
-
-    good, bad = finished_req('{"a":4}'), finished_req('{"a":7}')
-    for req in (good, bad):
-        plugin._check_finished_output(lambda scheduler, r: None, object(), req)
+    schema = json.dumps({"type": "object", "required": ["a"], "properties": {"a": {"type": "integer", "maximum": 5}}})
+    good, bad = (_finished(rid, value, json_schema=schema, max_new_tokens=64) for rid, value in (("good", "4"),
+                                                                                               ("bad", "7")))
     assert isinstance(good.finished_reason, FINISH_MATCHED_TOKEN)
+    assert TOK.decode(list(good.output_ids_through_stop), skip_special_tokens=True) == '{"a":4}'
     assert isinstance(bad.finished_reason, FINISH_ABORT)
     assert bad.finished_reason.status_code == 500 and "does not validate" in bad.finished_reason.message
+
+
+def test_an_output_cut_by_the_requests_own_stop_is_answered_not_an_error():
+    """(A stop string that ended the output before the template's end made every such request a 500: the cut
+    output is not JSON. The client asked for the cut; the canvases after it never ran.)"""
+    from sglang.srt.managers.schedule_batch import FINISH_MATCHED_STR
+
+    schema = json.dumps({"type": "object", "required": ["a"], "properties": {"a": {"type": "integer"}}})
+    req = _finished("cut", "42", json_schema=schema, max_new_tokens=64, stop=['":'], upto=len('{"a":'))
+    assert isinstance(req.finished_reason, FINISH_MATCHED_STR)
+    assert TOK.decode(list(req.output_ids_through_stop), skip_special_tokens=True).startswith('{"a":')

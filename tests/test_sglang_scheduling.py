@@ -284,3 +284,20 @@ def test_a_step_is_one_batched_sampler_call_with_masks_built_once_per_batch(monk
     assert all(s["denoise"].self_conditioning is None for s in states)
     for rid in ("slow-two", "two-b", "slow-free"):
         plugin.REQUESTS.drop(rid)
+
+
+@pytest.mark.parametrize("fdfo", [True, False])
+def test_past_a_json_templates_eos_its_canvas_holds_pad_as_the_engine_writes_it(fdfo):
+    """(The positions after the EOS were left free: the model's tokens there stayed in SGLang's output_ids, where
+    the output check and stop strings read them — every JSON request ending before its canvas was a 500.)"""
+    rid = "json-short"
+    plugin.REQUESTS.drop(rid)
+    algo = make_algorithm(plugin.DiffreasonRenoise, fdfo)
+    schema = {"type": "object", "required": ["a"], "properties": {"a": {"type": "integer"}}}
+    assert algo.validate_request(fake_req(rid, json_schema=json.dumps(schema), max_new_tokens=C)) is None
+    n = len(plugin.REQUESTS.get(rid).template)
+    assert n < C
+    (canvas,) = drive(algo, StandInRunner(), {0: [(rid, 1)]}, fdfo)[rid]
+    assert canvas[n - 1] == TOK.eos_token_id and canvas[n:] == [TOK.pad_token_id] * (C - n)
+    json.loads(TOK.decode(canvas, skip_special_tokens=True))
+    plugin.REQUESTS.drop(rid)
