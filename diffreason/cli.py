@@ -1300,9 +1300,10 @@ def _check_infill_options(mode: str, samples: int, max_hole_tokens: int, seed: i
 def infill_cmd(
     file: Path = typer.Argument(..., help="a Python file with holes marked <|hole|> (or <|hole:N|>: at most N "
                                 "tokens); a marker alone on its line is whole lines, elsewhere text within the line"),
-    tests: Path = typer.Option(None, "--tests", help="a Python file run after the filled code, in the sandbox (never "
-                               "in this process); it passes when the program runs to its end without error "
-                               "(unittest.main() may end it)"),
+    tests: Path = typer.Option(None, "--tests", help="a Python file run against the filled code, in the sandbox "
+                               "(never in this process), with the code's names in scope and the code importable "
+                               "as FILE's module; it passes when it runs to its end (unittest.main(), TestCases "
+                               "and test* functions it never calls are run too)"),
     mode: str = typer.Option("model", "--mode", help="model: the top-scoring sample; verified: the first, best "
                              "first, whose code parses and passes --tests"),
     samples: int = typer.Option(1, "--samples", "-k", help="K samples (seeds SEED .. SEED+K-1), run as one batch with "
@@ -1329,6 +1330,7 @@ def infill_cmd(
     --tests that do not pass, or, in verified mode, no sample whose code parses (then nothing is printed: verified mode
     only returns code that parses)."""
     from diffreason.tasks.infill.holes import check_tests, parse_code, read_code_file
+    from diffreason.tasks.infill.testrun import uncalled_tests
 
     _check_infill_options(mode, samples, max_hole_tokens, seed, steps, timeout, threads)
     _check_dtype(dtype)
@@ -1341,13 +1343,15 @@ def infill_cmd(
     if tests is not None:
         test_source = read_code_file(tests)
         check_tests(test_source, f"the tests in {str(tests)!r}")
+        uncalled_tests(test_source, f"the tests in {str(tests)!r}")
     _runtime(threads)
     from diffreason.model import load_model
     from diffreason.tasks.infill.search import run_infill
 
     lm = load_model(model, dtype=_torch_dtype(dtype))
     options = dict(tests=test_source, mode=mode, samples=samples, max_hole_tokens=max_hole_tokens, seed=seed,
-                   single_line=single_line or None, max_steps=steps, timeout=timeout)
+                   single_line=single_line or None, max_steps=steps, timeout=timeout,
+                   module=file.stem if file.stem.isidentifier() else "solution")
     try:
         if watch:
             with CanvasWatcher(lm.tokenizer, steps or lm.sampler_config.max_denoising_steps) as watcher:

@@ -3,6 +3,7 @@ holes, and verified mode with tests run in the sandbox (a tiny random code model
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 
@@ -232,6 +233,19 @@ def test_language_of_inline_holes_and_open_brackets():
 
 
 @pytest.mark.skipif(not HAVE_SHARED, reason="needs ../shared/humaneval_infilling")
+def test_a_comment_alone_only_where_the_code_after_it_still_indents_right():
+    """(After `def f(x):`, a hole before a deeper line and a line back at the hole's level must open a block: a
+    comment alone was in its language, and the filled file an IndentationError.)"""
+    import ast
+
+    for single in (True, False):
+        rx = _regex("def f(x):\n", "        return 1\n    return 0\n", single=single)
+        assert not rx.fullmatch("    # a\n") and rx.fullmatch("    if x:\n")
+        alone = _regex("for i in x:\n", "        pass\n", single=single)  # (the body may start at the next line)
+        assert alone.fullmatch("    # a\n")
+        ast.parse("for i in x:\n    # a\n        pass\n")
+
+
 def test_humaneval_canonical_fills_are_in_their_holes_language():
     """Every 20th task of both sets: the canonical solution matches its hole's regex unless its brackets nest deeper
     than the bound."""
@@ -483,16 +497,20 @@ def test_a_language_too_large_to_compile_is_said_so_not_that_nothing_fits(code_l
 
 def test_verified_mode_returns_a_parsing_sample_when_none_passes():
     from diffreason.tasks.infill.search import Sample, _choose
+    from diffreason.tasks.infill.testrun import run_tests
 
     code = parse_code("x = <|hole|>\n")
     ranking = [Sample(0, 0, ["(1"], [4], -0.1, False), Sample(1, 1, ["1"], [4], -0.5, True),
                Sample(2, 2, ["2"], [4], -0.9, True)]
-    pick, checked, why = _choose(code, ranking, "assert x == 3\n", "verified", 10.0, "auto")
+    run = functools.partial(run_tests, tests="assert x == 3\n", calls=[], module="solution", timeout=10.0,
+                            isolation="auto")
+    pick, checked, why = _choose(code, ranking, run, "verified")
     assert pick.index == 1 and checked == 3 and pick.parses and pick.passed is False
     assert [s.status for s in ranking] == ["does not parse", "failed", "failed"]
+    assert ranking[1].error == "AssertionError" and "1 failed (AssertionError)" in why
     assert "no sample of 3 passes" in why and "sample 1, the best-scoring whose code parses" in why
     nothing = [Sample(0, 0, ["(1"], [4], -0.1, False), Sample(1, 1, [")"], [4], -0.5, False)]
-    pick, checked, why = _choose(code, nothing, "assert x == 3\n", "verified", 10.0, "auto")
+    pick, checked, why = _choose(code, nothing, run, "verified")
     assert pick is None and checked == 2 and "no sample of 2 parses" in why and "nothing returned" in why
     assert [s.status for s in nothing] == ["does not parse", "does not parse"]
 

@@ -59,6 +59,7 @@ def files(tmp_path_factory):
         "never.py": "x = 1 +\n<|hole|>\n",
         "comment.py": "def add(a, b):\n    return a + b  # <|hole|>\n",
         "wrongtests.py": "assert add(1, 2) == 4\n",
+        "importtests.py": "from comment import add as plus\nassert plus(1, 2) == 3\n",
     }
     for name, text in texts.items():
         (d / name).write_text(text)
@@ -137,6 +138,14 @@ def test_infill_verified_exit_code_and_text_output(files, code_checkpoint):
     assert p.returncode == 1, p.stderr
     assert p.stdout.startswith("def add(a, b):\n    return a + b  # ")
     assert "hole 1:" in p.stderr and "mode verified, K 2, 2 checked; parses; tests FAILED" in p.stderr
+
+
+def test_infill_tests_import_the_file_as_its_module(files, code_checkpoint):
+    """(The tests ran as one program after the code: `from comment import add` failed for every fill.)"""
+    p = cli("infill", files / "comment.py", "--model", code_checkpoint, "--tests", files / "importtests.py",
+            "--mode", "verified", "--samples", "1", "--max-hole-tokens", "16", "--steps", "2")
+    assert p.returncode == 0, p.stderr
+    assert "mode verified, K 1, 1 checked; parses; tests passed" in p.stderr
 
 
 def test_infill_verified_prints_nothing_when_no_sample_parses(files, code_checkpoint):

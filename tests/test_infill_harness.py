@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import re
 import subprocess
 import sys
 
@@ -87,6 +88,7 @@ def test_assembled_program_layout():
     ([{k: v for k, v in TASK.items() if k != "test"}], "missing field(s) test"),
     ([dict(TASK, prompt=3)], "must be strings"),
     ([TASK, TASK], "duplicate task_id"),
+    ([dict(TASK, suffix="x = '<|hole|>'\n")], "task 'Toy/0/L0': its suffix holds '<|hole', the hole marker's start"),
     ("\n", "no tasks"),
 ])
 def test_bad_task_files(tmp_path, rows, message):
@@ -95,7 +97,7 @@ def test_bad_task_files(tmp_path, rows, message):
         path.write_text(rows)
     elif rows is not None:
         _write(path, rows)
-    with pytest.raises(TaskFileError, match=message.replace("(", r"\(").replace(")", r"\)")):
+    with pytest.raises(TaskFileError, match=re.escape(message)):
         load_tasks(path)
 
 

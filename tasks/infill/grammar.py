@@ -196,6 +196,25 @@ def _levels(widths: list[int]) -> list[int]:
     return stack
 
 
+def _dedents_fit(stack: list[int], nexts: list[tuple[str, str]]) -> bool:
+    """Do the statements after the first of `nexts` go back only to levels open (`stack`: Python's indentation stack
+    at the first, its own level last)? (A hole of comments alone leaves that stack; `def f():` then a deeper body
+    that dedents to where the hole stood needs the hole to open a block.)"""
+    stack = list(stack)
+    for (_, before), (indent, _) in zip(nexts, nexts[1:]):
+        w = len(indent)
+        if w > stack[-1]:
+            if not before.endswith(":"):
+                return False
+            stack.append(w)
+            continue
+        while stack[-1] > w:
+            stack.pop()
+        if stack[-1] != w:
+            return False
+    return True
+
+
 def _try_levels(nexts: list[tuple[str, str]], cut: bool) -> tuple[int, ...] | None:
     """The indentations (below the next statement's) at which a `try:` ending the hole would have its `except` or
     `finally`: the first statement after the next one (the `try`'s body) at that indentation or shallower is one of
@@ -247,7 +266,10 @@ def hole_context(prefix: str, suffix: str, whole_line: bool, indent: str | None 
     block = 0 if nxt is None else min(body, nxt)
     levels = [w for w in _levels(widths) if w >= block]
     deeper = widths[-1] + 1 if statements and statements[-1][1].endswith(":") else None
-    alone = (nxt is not None and nxt >= deeper) if deeper is not None else (nxt is None or nxt in levels)
+    if deeper is not None:  # a comment alone: the next statement is the opened block's body
+        alone = nxt is not None and nxt >= deeper and _dedents_fit([*_levels(widths), nxt], nexts)
+    else:
+        alone = nxt is None or (nxt in levels and _dedents_fit([w for w in _levels(widths) if w <= nxt], nexts))
     if deeper is not None:  # a block was opened: its body comes first
         levels = []
     known = not opened and not closed and after.quote is None and (bool(nexts) or not suffix_ends_at_hole)

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from diffreason.sandbox import Limits, SandboxResult, run_python
+from diffreason.tasks.infill.holes import MARKER_START
 
 FIELDS = ("task_id", "entry_point", "prompt", "suffix", "canonical_solution", "test")
 # the repository's sibling shared/ folder (as laid next to a checkout and in CI)
@@ -93,6 +94,10 @@ def load_tasks(path: str | Path) -> list[InfillTask]:
             raise TaskFileError(f"{path}:{n}: field(s) {', '.join(bad)} must be strings")
         if not row["entry_point"].isidentifier():
             raise TaskFileError(f"{path}:{n}: entry_point {row['entry_point']!r} is not an identifier")
+        marked = [k for k in ("prompt", "suffix") if MARKER_START in row[k]]
+        if marked:  # (the hole lies between prompt and suffix: no code around it may hold a marker)
+            raise TaskFileError(f"{path}:{n}: task {row['task_id']!r}: its {marked[0]} holds {MARKER_START!r}, "
+                                "the hole marker's start, which no task's code may contain")
         if row["task_id"] in seen:
             raise TaskFileError(f"{path}:{n}: duplicate task_id {row['task_id']!r}")
         seen.add(row["task_id"])

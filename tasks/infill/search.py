@@ -40,6 +40,7 @@ samples were checked (`checked`).
 from __future__ import annotations
 
 import ast
+import functools
 import time
 import warnings
 from collections.abc import Callable, Sequence
@@ -48,6 +49,7 @@ from dataclasses import asdict, dataclass, field
 from diffreason.tasks.infill.grammar import HoleLanguage, hole_context, hole_language
 from diffreason.tasks.infill.holes import InfillCode, InfillInputError, check_tests
 from diffreason.tasks.infill.layout import hole_text, infill_layout
+from diffreason.tasks.infill.testrun import run_tests, uncalled_tests
 
 MODES = ("model", "verified")
 MAX_SAMPLES = 256
@@ -101,6 +103,7 @@ class Sample:
     parses: bool
     passed: bool | None = None  # None: not run (no tests, or not reached)
     status: str = ""  # the sandbox's verdict when run ("passed", "failed", "timeout", ...) or "does not parse"
+    error: str = ""  # when the tests did not pass: the last line they wrote to stderr (an assertion, an import error)
 
 
 @dataclass
@@ -355,12 +358,14 @@ def run_infill(
     max_steps: int | None = None,
     timeout: float = TEST_SECONDS,
     isolation: str = "auto",
+    module: str = "solution",
     watch: Callable[[int, object], None] | None = None,
     engine=None,
 ) -> InfillResult:
     """Fill every hole of `code` (see the module docstring).
 
-    `tests`: Python source run after the filled code (the sample passes when the program exits 0). `lengths`: slot
+    `tests`: Python source run against the filled code, which is importable as `module` (`tasks.infill.testrun`).
+    `lengths`: slot
     lengths to search (default: the training lengths up to `max_hole_tokens`). `single_line`: whole-line holes hold
     exactly one line. `regex`: the language of every hole instead of the one read off the code. `constrain=False`
     leaves the slots free (any token: the baseline the constraints are measured against). `watch(hole, trace)` sees
@@ -371,8 +376,10 @@ def run_infill(
         raise InfillInputError(f"unknown mode {mode!r}; choose one of {', '.join(MODES)}")
     if not 1 <= samples <= MAX_SAMPLES:
         raise InfillInputError(f"samples must be in [1, {MAX_SAMPLES}], got {samples}")
+    calls = None
     if tests is not None:
         check_tests(tests)
+        calls = uncalled_tests(tests)
     check_lengths(code, max_hole_tokens, lm.canvas_length)
     searcher = Searcher(lm, sampler=sampler, max_steps=max_steps, engine=engine, constrain=constrain)
     K, n_holes = samples, len(code.holes)
@@ -392,7 +399,9 @@ def run_infill(
                       round(sum(c.score for c in chosen[j]) / n_holes, 5), parses(code.fill(fills[j])))
                for j in range(K)]
     ranking.sort(key=lambda s: (-s.score, s.index))
-    pick, checked, why = _choose(code, ranking, tests, mode, timeout, isolation)
+    run = None if tests is None else functools.partial(run_tests, tests=tests, calls=calls, module=module,
+                                                        timeout=timeout, isolation=isolation)
+    pick, checked, why = _choose(code, ranking, run, mode)
     candidates = [c for f in searches for j in sorted(f.by_sample) for c in f.by_sample[j]]
     seconds = round(time.perf_counter() - t0, 3)
     if pick is None:  # verified mode, and no sample parses: nothing is returned
@@ -424,44 +433,47 @@ def _length_why(c: Candidate, others: list[Candidate], mode: str, last: bool) ->
     return f"length {c.length}: the highest score ({c.score:.3f}; {rest})"
 
 
-def _run_tests(code: str, tests: str, timeout: float, isolation: str):
-    from diffreason.sandbox import run_python
+def _tested(sample: Sample, filled: str, run) -> None:
+    """Run the tests against a sample's filled code: its verdict, and why it failed."""
+    r = run(filled)
+    sample.passed, sample.status = r.passed, r.status
+    if not r.passed:
+        lines = [line.strip() for line in r.stderr.splitlines() if line.strip()]
+        sample.error = (lines[-1][:200] if lines else r.reason[:200])
 
-    # the tests pass when they run to their end (or `unittest.main()` ends them with status 0); a candidate that
-    # exits early with status 0 does not pass
-    return run_python(code + "\n\n" + tests + "\n", timeout=timeout, isolation=isolation, verdict="end")
+
+def _verdict(sample: Sample) -> str:
+    return sample.status + (f" ({sample.error})" if sample.error else "")
 
 
-def _choose(code: InfillCode, ranking: list[Sample], tests, mode,
-            timeout, isolation) -> tuple[Sample | None, int, str]:
-    """The sample to return (None: verified mode, and no sample parses), how many were checked, and why."""
+def _choose(code: InfillCode, ranking: list[Sample], run, mode) -> tuple[Sample | None, int, str]:
+    """The sample to return (None: verified mode, and no sample parses), how many were checked, and why. `run`: the
+    tests' runner (None: no tests)."""
     K = len(ranking)
     if mode == "model":
         top = ranking[0]
-        if tests is None:
+        if run is None:
             return top, 0, f"sample {top.index} of {K}: the highest mean score ({top.score:.3f}; mode model)"
         if top.parses:
-            r = _run_tests(code.fill(top.texts), tests, timeout, isolation)
-            top.passed, top.status = r.passed, r.status
+            _tested(top, code.fill(top.texts), run)
         else:
             top.passed, top.status = False, "does not parse"
         return top, 1, (f"sample {top.index} of {K}: the highest mean score ({top.score:.3f}; mode model), "
-                        f"tests {top.status}")
+                        f"tests {_verdict(top)}")
     failed = []
     for n, s in enumerate(ranking, 1):
         if not s.parses:
-            s.passed, s.status = (False if tests is not None else None), "does not parse"
+            s.passed, s.status = (False if run is not None else None), "does not parse"
             failed.append(f"{s.index} does not parse")
             continue
-        if tests is None:
+        if run is None:
             return s, n, (f"sample {s.index} of {K}: the best-scoring whose code parses"
                           + (f" ({'; '.join(failed)})" if failed else "") + "; no tests given (mode verified)")
-        r = _run_tests(code.fill(s.texts), tests, timeout, isolation)
-        s.passed, s.status = r.passed, r.status
-        if r.passed:
+        _tested(s, code.fill(s.texts), run)
+        if s.passed:
             return s, n, (f"sample {s.index} of {K}: the best-scoring that parses and passes the tests"
                           + (f" ({'; '.join(failed)})" if failed else "") + " (mode verified)")
-        failed.append(f"{s.index} {r.status}")
+        failed.append(f"{s.index} {_verdict(s)}")
     parsing = next((s for s in ranking if s.parses), None)
     if parsing is not None:
         return parsing, K, (f"no sample of {K} passes ({'; '.join(failed)}): sample {parsing.index}, the best-scoring "
