@@ -98,10 +98,13 @@ def read_puzzles(data: bytes | str) -> list[PuzzleEntry]:
 
     A puzzle is one line of 81 cells, or a 9-line grid: nine consecutive rows of 9 cells, with box separators (`|`,
     `------+-------+------` rows) allowed. Blank lines separate grids. A line whose first non-blank character is `#`
-    is a comment, skipped (within a grid too), and `# ...` after a puzzle is stripped; a line that holds more than a
-    puzzle (a trailing `// note`, a rating, CSV fields) reads its first run of 81 cells (digits and `.`). Bytes are
-    read as UTF-8 line by line (a line that is not UTF-8 is an entry with an error; a byte order mark is dropped);
-    lines end at \n, \r\n or \r.
+    is a comment, skipped (within a grid too), and `# ...` after a puzzle is stripped; so are lines without a cell
+    (digit or `.`: borders of any characters) and, outside a grid, lines with letters and fewer than `FIELD_CELLS`
+    cells (a heading such as `Grid 01`, a CSV header). A line that holds more than a puzzle (CSV fields, a puzzle and
+    its solution, a rating, a `// note`) reads its first field of at least `FIELD_CELLS` cells (`puzzle_field`): a
+    damaged puzzle there is an error, never passed over for the solution after it. Bytes are read as UTF-8 line by
+    line (a line that is not UTF-8 is an entry with an error; a byte order mark is dropped); lines end at \n, \r\n
+    or \r.
     """
     if isinstance(data, str):  # (as bytes, so that lines end where they do in bytes: not at \f or \x1c)
         data = data.encode("utf-8", "surrogatepass")
@@ -152,24 +155,36 @@ def read_puzzles(data: bytes | str) -> list[PuzzleEntry]:
             continue
         if not line:
             close_grid()
-        elif cells == 9 or 0 < cells < 18 and (grid or abs(cells - 9) <= 3 and next_row_cells(i) == 9):
+            continue
+        cell_count = len(_CELL.findall(line))
+        if not cell_count or not grid and cell_count < FIELD_CELLS and _LETTER.search(line):
+            continue  # a border or a separator row; outside a grid, a heading or a CSV header
+        if cells == 9 or 0 < cells < 18 and (grid or abs(cells - 9) <= 3 and next_row_cells(i) == 9):
             # a grid's row (within a grid, or just before a row of 9: one of a few cells too many or too few, damaged)
             grid.append((n, line, cells))
             if len(grid) == 9:
                 close_grid()
-        elif cells == 0:  # a separator row (of a grid, or a border around one)
-            continue
         else:
             close_grid()
-            token = _PUZZLE_TOKEN.search(line)  # a puzzle followed or preceded by other fields, as in CSV files
-            entries.append(_entry(n, token.group() if token and cells > CELLS else line))
+            entries.append(_entry(n, puzzle_field(line) if cells > CELLS else line))
     close_grid()
     return entries
 
 
-# 81 cells written together, delimited by anything but cells: the puzzle of a line that holds more (a trailing
-# comment or rating, CSV fields: the first such run, a CSV's question before its answer)
-_PUZZLE_TOKEN = re.compile(r"(?<![0-9.])[0-9.]{81}(?![0-9.])")
+FIELD_CELLS = 17  # cells (digits and `.`) a field needs to be read as a puzzle, whole or damaged; fewer: an id, a rating
+_CELL = re.compile(r"[0-9.]")
+_LETTER = re.compile(r"[^\W\d_]")
+_FIELD_DELIMITERS = re.compile(r"[\s,;:=\"']+")
+
+
+def puzzle_field(line: str) -> str:
+    """The puzzle of a line that holds more: its first field (delimited by white space, `,`, `;`, `:`, `=` or quotes)
+    of at least FIELD_CELLS cells — a CSV's question before its answer, a puzzle before its rating or note — else the
+    whole line (cells written apart, one field each)."""
+    for part in _FIELD_DELIMITERS.split(line):
+        if len(_CELL.findall(part)) >= FIELD_CELLS:
+            return part
+    return line
 
 
 def _entry(line: int, text: str) -> PuzzleEntry:

@@ -700,15 +700,38 @@ def test_a_grid_with_a_damaged_row_is_one_error_and_its_neighbours_are_read():
 def test_read_puzzles_takes_the_puzzle_out_of_a_line_with_notes_or_csv_fields():
     a, b = (S.generate("hard", k) for k in range(2))
     dotted = S.to_string(a.puzzle).replace("0", ".")
+    answer = "".join(map(str, a.solution))
     text = "\n".join([
         f"{dotted} // from a forum list",
         f"{S.to_string(b.puzzle)}  3.2",  # a trailing rating
-        "source,question,answer,rating",  # a CSV header: an entry with an error, nothing else lost
-        f"forum,{dotted},{''.join(map(str, a.solution))},7",  # the question, not the answer
+        "source,question,answer,rating",  # a CSV header: not a puzzle, skipped
+        f"forum,{dotted},{answer},7",  # the question, not the answer
+        f"forum,{dotted[:-1]},{answer},7",  # a question a cell short: its error, never the answer in its place
+        f"forum,{dotted}x,{answer},7",
+        f"{dotted[1:]} {answer}",
     ])
     entries = S.read_puzzles(text)
-    assert [e.cells for e in entries] == [a.puzzle, b.puzzle, None, a.puzzle]
-    assert "invalid character(s)" in entries[2].error
+    assert [(e.line, e.cells) for e in entries] == [(1, a.puzzle), (2, b.puzzle), (4, a.puzzle), (5, None),
+                                                    (6, None), (7, None)]
+    assert [e.error for e in entries[3:]] == ["puzzle has 80 cells, expected 81", "puzzle has invalid character(s) 'x'; "
+                                              "use digits 1-9 and '.' or '0' for blanks", "puzzle has 80 cells, expected 81"]
+
+
+def test_read_puzzles_skips_headings_headers_and_borders():
+    """(Project Euler's `Grid 01` headings opened grids — every puzzle of such a file was lost —, and a CSV header or
+    a `*-----*` border was a bad puzzle, so a good file exited 1.)"""
+    a, b = (S.generate("easy", k).puzzle for k in range(2))
+    rows = [S.to_string(p).replace(".", "0") for p in (a, b)]
+    euler = "".join(f"Grid 0{k + 1}\n" + "\n".join(r[9 * i: 9 * i + 9] for i in range(9)) + "\n"
+                    for k, r in enumerate(rows))
+    assert [(e.line, e.cells, e.error) for e in S.read_puzzles(euler)] == [(2, a, None), (12, b, None)]
+    boxed = "*-----------*\n" + "\n".join("|" + "|".join(rows[0][9 * i + 3 * j: 9 * i + 3 * j + 3] for j in range(3))
+                                            + "|" for i in range(9)) + "\n*-----------*\n"
+    assert [(e.cells, e.error) for e in S.read_puzzles(boxed)] == [(a, None)]
+    kaggle = "quizzes,solutions\n" + "\n".join(f"{r},{r}" for r in rows)
+    assert [(e.line, e.cells) for e in S.read_puzzles(kaggle)] == [(2, a), (3, b)]
+    assert [(e.line, e.error) for e in S.read_puzzles("Puzzle 1\n123\n")] == [
+        (2, "puzzle has 3 cells, expected 81")]  # (a short line of cells is still a damaged puzzle)
 
 
 def test_cli_eval_reads_puzzle_files_as_sets_with_their_difficulty(tmp_path):
