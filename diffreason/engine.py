@@ -410,19 +410,29 @@ class Engine:
                 rows, state.batch_size, run.cache, canvas.mask, canvas.positions)
             views[key] = (*view, self._free_positions(canvas, rows, whole))
         step_cache, mask, pos, free = views[key]
+        # the free positions' logits come apart when the sampler takes them (`RenoiseSampler.takes_free_logits`); the
+        # softmax of their self-conditioning logits, pending from the last step, is then fed as it is (float32)
+        handoff = free is not None and self.sampler.takes_free_logits(state, rows, *free[1].shape[1:])
+        if not (handoff and self.model.dtype == torch.float32):
+            state.settle()
+        sc_probs = state.pending[2] if state.pending is not None else None
         sc = state.self_conditioning  # None at the first step: the model then uses a zero signal
         if sc is not None:  # fed back in the model's dtype, as transformers does (a bfloat16 model: rounded)
             sc = (sc if whole else sc[rows]).to(self.model.dtype)
         inputs = dict(decoder_input_ids=state.canvas if whole else state.canvas[rows], past_key_values=step_cache,
                       self_conditioning_logits=sc, decoder_attention_mask=mask, decoder_position_ids=pos)
         with self.forward_context():
+            free_logits = None
             if free is None:  # the sampler's statistics are float32 whatever the model's dtype
                 logits = self.model(**inputs).logits.float()
+            elif handoff:
+                logits, free_logits = free_forward.forward(self.model, free[0], out=free[1], split=True,
+                                                           self_conditioning_probs=sc_probs, **inputs)
             else:
                 logits = free_forward.forward(self.model, free[0], out=free[1], **inputs)
         self.stats.forward += self._tock(t)
         t = self._tick()
-        out = self.sampler.step(logits, state, rows)
+        out = self.sampler.step(logits, state, rows, free_logits=free_logits)
         if step_hook is not None:
             step_hook(state, rows)
         self.stats.sampler += self._tock(t)

@@ -55,52 +55,61 @@ class Positions:
         return self.free.numel() / max(1, self.shape[0] * self.shape[1])
 
 
-def soft_embeddings(decoder, self_conditioning_logits: torch.Tensor, where: Positions) -> torch.Tensor:
+def soft_embeddings(decoder, self_conditioning_logits: torch.Tensor | None, where: Positions,
+                    probs: torch.Tensor | None = None) -> torch.Tensor:
     """[b, C, d] the self-conditioning signal the decoder computes from `self_conditioning_logits` [b, C, V] (the
     softmax in float32, times the embedding matrix, times its scale), computed at free positions; a fixed position's
-    softmax is one-hot, so its signal is its token's embedding times the scale."""
+    softmax is one-hot, so its signal is its token's embedding times the scale. `probs` [N, V]: that softmax at the
+    free positions, already computed (the sampler's, handed over: the logits there are then not read)."""
     weight = decoder.embed_tokens.weight
     scale = decoder.embed_tokens.embed_scale.to(weight.dtype)
     b, C = where.shape
     out = weight.new_empty(b * C, weight.shape[1])
     if where.free.numel():
-        rows = self_conditioning_logits.reshape(b * C, -1).index_select(0, where.free)
-        probs = rows.softmax(dim=-1, dtype=torch.float32).to(weight.dtype)
-        out.index_copy_(0, where.free, torch.matmul(probs, weight) * scale)
+        if probs is None:
+            probs = self_conditioning_logits.reshape(b * C, -1).index_select(0, where.free).softmax(
+                dim=-1, dtype=torch.float32)
+        out.index_copy_(0, where.free, torch.matmul(probs.to(weight.dtype), weight) * scale)
     if where.fixed.numel():
         out.index_copy_(0, where.fixed, weight.index_select(0, where.tokens) * scale)
     return out.view(b, C, -1)
 
 
-def head_logits(model, hidden: torch.Tensor, where: Positions, out: torch.Tensor | None = None) -> torch.Tensor:
+def head_logits(model, hidden: torch.Tensor, where: Positions, out: torch.Tensor | None = None,
+                split: bool = False):
     """float32 [b, C, V] the model's soft-capped logits from its last hidden states [b, C, d] at free positions; at a
     fixed position -inf but at its token (its logit there). `out`: a [b, C, V] float32 buffer to write into, -inf
-    wherever this writes nothing (one that held these positions' logits before qualifies)."""
+    wherever this writes nothing (one that held these positions' logits before qualifies). `split`: (out, [N, V] the
+    free positions' logits), which are then not written into `out` (its free rows keep what they held)."""
     b, C = where.shape
     weight, cap = model.lm_head.weight, model.final_logit_softcapping
     flat = hidden.reshape(b * C, -1)
     if out is None:
         out = torch.full((b, C, weight.shape[0]), float("-inf"), device=hidden.device)
     logits = out.view(b * C, -1)
+    free = None
     if where.free.numel():
         free = model.lm_head(flat.index_select(0, where.free)).to(torch.float32)
-        logits.index_copy_(0, where.free, torch.tanh(free / cap) * cap)
+        free = torch.tanh(free / cap) * cap
+        if not split:
+            logits.index_copy_(0, where.free, free)
     if where.fixed.numel():
         own = (flat.index_select(0, where.fixed) * weight.index_select(0, where.tokens)).sum(-1).to(torch.float32)
         logits.view(-1).index_copy_(0, where.fixed * weight.shape[0] + where.tokens, torch.tanh(own / cap) * cap)
-    return out
+    return (out, free) if split else out
 
 
 def forward(model, where: Positions, *, decoder_input_ids: torch.Tensor, past_key_values,
-            self_conditioning_logits: torch.Tensor | None = None, out: torch.Tensor | None = None,
-            **decoder_kwargs) -> torch.Tensor:
+            self_conditioning_logits: torch.Tensor | None = None, self_conditioning_probs: torch.Tensor | None = None,
+            out: torch.Tensor | None = None, split: bool = False, **decoder_kwargs):
     """float32 [b, C, V] logits of `model` (a DiffusionGemmaForBlockDiffusion) for canvases [b, C] over the cache, as
-    `model(...).logits` at free positions (see the module docstring); `out`: as `head_logits`'s; `decoder_kwargs` go
-    to the decoder (attention mask, positions)."""
+    `model(...).logits` at free positions (see the module docstring); `out`, `split`: as `head_logits`'s,
+    `self_conditioning_probs`: as `soft_embeddings`' `probs`; `decoder_kwargs` go to the decoder (attention mask,
+    positions)."""
     decoder = model.model.decoder
     handle = None
     if self_conditioning_logits is not None:
-        _THREAD.signal = soft_embeddings(decoder, self_conditioning_logits, where)
+        _THREAD.signal = soft_embeddings(decoder, self_conditioning_logits, where, self_conditioning_probs)
         # (without logits the decoder passes a zero signal to its self-conditioning block; this hands it the signal)
         handle = decoder.self_conditioning.register_forward_pre_hook(_hand_signal)
     try:
@@ -110,7 +119,7 @@ def forward(model, where: Positions, *, decoder_input_ids: torch.Tensor, past_ke
         if handle is not None:
             handle.remove()
             _THREAD.signal = None
-    return head_logits(model, hidden, where, out)
+    return head_logits(model, hidden, where, out, split)
 
 
 def _hand_signal(module, args):

@@ -151,10 +151,21 @@ class DenoiseState:
     keys: torch.Tensor | None = None  # [B] int64: each row's counter-stream key (fast draws; drawn from its generator)
     uniforms: tuple[int, torch.Tensor] | None = None  # fast draws: (first counter, [B, W, C] uniforms of W steps)
     plans: dict = field(default_factory=dict, repr=False)  # fast draws: `_FastPlan` per set of active rows
+    # fast draws with the free logits handed over (`RenoiseSampler.step`): (flat positions [N], masked logits [N, V],
+    # their softmax [N, V]) not yet written into self_conditioning; the next forward reads the softmax as it is
+    pending: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None = field(default=None, repr=False)
 
     @property
     def batch_size(self) -> int:
         return self.canvas.shape[0]
+
+    def settle(self) -> None:
+        """Write the pending self-conditioning logits into `self_conditioning` (before anything else reads it)."""
+        if self.pending is not None:
+            items, masked, _ = self.pending
+            sc = self.self_conditioning
+            sc.view(-1, sc.shape[-1]).index_copy_(0, items, masked.to(sc.dtype))
+            self.pending = None
 
     def active_rows(self) -> torch.Tensor:
         return (~self.done).nonzero().flatten()
@@ -238,6 +249,7 @@ class _FastPlan:
     noise_base: torch.Tensor | None  # [b * C] where each position's choices start in it
     noise_count: torch.Tensor | float  # [b * C] float64 how many (1 at fixed positions), or V
     noise_last: torch.Tensor | int  # noise_count - 1, as long
+    handoff: bool = False  # one dense group of exactly the free positions: their logits may come as [N, V] alone
 
     @classmethod
     def build(cls, constraint: CanvasConstraint | None, rows: torch.Tensor | None, batch: int, length: int,
@@ -300,6 +312,7 @@ class _FastPlan:
             noise_base=torch.where(free, torch.where(restricted, vocab + index * width, 0), fixed.clamp(min=0)),
             noise_count=count.double(),
             noise_last=count - 1,
+            handoff=len(groups) == 1 and groups[0].items is not None and groups[0].ids is None,
         )
 
     def noise(self, u: torch.Tensor) -> torch.Tensor:
@@ -367,16 +380,24 @@ class RenoiseSampler:
 
     # -- one step -------------------------------------------------------------------------------------------------
 
-    def step(self, logits: torch.Tensor, state: DenoiseState, rows: torch.Tensor | None = None) -> StepOutput:
-        """Advance `rows` of `state` (default: all unfinished rows) by one step, given their logits [b, C, V]."""
+    def step(self, logits: torch.Tensor, state: DenoiseState, rows: torch.Tensor | None = None,
+             free_logits: torch.Tensor | None = None) -> StepOutput:
+        """Advance `rows` of `state` (default: all unfinished rows) by one step, given their logits [b, C, V].
+        `free_logits` [N, V]: the logits at the free positions, handed over apart (then not read from `logits`;
+        fast draws, all rows, a plan that `takes_free_logits`); their self-conditioning logits are then left
+        `pending` for the next forward."""
         if rows is None:
             rows = state.active_rows()
         whole = rows.numel() == state.batch_size
         batch, length, vocab = logits.shape
         if batch != rows.numel():
             raise ValueError(f"logits for {batch} canvases, but {rows.numel()} rows to advance")
+        if free_logits is not None and not self.takes_free_logits(state, rows, length, vocab):
+            raise ValueError("free logits handed over for rows whose plan does not take them")
+        if free_logits is None:
+            state.settle()
         if self.config.draws == "fast":
-            return self._fast_step(logits, state, rows, whole)
+            return self._fast_step(logits, state, rows, whole, free_logits)
         constraint = state.constraint if (whole or state.constraint is None) else state.constraint.rows(rows)
         pick = (lambda t: t) if whole else (lambda t: t[rows])
 
@@ -429,7 +450,13 @@ class RenoiseSampler:
             state.self_conditioning[rows] = tempered
         return StepOutput(rows=rows, accepted=accepted, mean_entropy=mean_entropy, stopped=done, probs=probs)
 
-    def _fast_step(self, logits: torch.Tensor, state: DenoiseState, rows: torch.Tensor, whole: bool) -> StepOutput:
+    def takes_free_logits(self, state: DenoiseState, rows: torch.Tensor, length: int, vocab: int) -> bool:
+        """May `step` get these rows' free logits apart (fast draws, all rows, one dense group of the free ones)?"""
+        whole = rows.numel() == state.batch_size
+        return self.config.draws == "fast" and whole and self._plan(state, rows, whole, length, vocab).handoff
+
+    def _fast_step(self, logits: torch.Tensor, state: DenoiseState, rows: torch.Tensor, whole: bool,
+                   free_logits: torch.Tensor | None = None) -> StepOutput:
         """`step` with fast draws: the work of `_FastPlan` (free positions only, over their allowed sets), one counter
         uniform per position (`counter_uniforms`) serving the sample where accepted and the noise elsewhere."""
         batch, length, vocab = logits.shape
@@ -443,7 +470,7 @@ class RenoiseSampler:
 
         # 1-3. per group: the tempered logits over the allowed sets (masked: -inf where disallowed), probabilities,
         # argmax and entropy H = log S - sum p (t - max), S the softmax's sum (= 1 / p_max)
-        stats = [self._group_stats(group, logits, flat, temperature) for group in plan.groups]
+        stats = [self._group_stats(group, logits, flat, temperature, free_logits) for group in plan.groups]
         if plan.fixed_argmax is None:
             entropy, argmax = stats[0][0], stats[0][1]
         else:
@@ -480,6 +507,8 @@ class RenoiseSampler:
                     sc[rows] = masked.view(batch, length, vocab)
             elif group.ids is not None:  # (padding repeats an allowed id with its own value)
                 sc.view(-1).index_copy_(0, group.sc_gather, tempered.reshape(-1).to(sc.dtype))
+            elif free_logits is not None:  # (written when read: the next forward takes their softmax as it is)
+                state.pending = group.sc_items, masked, stats[0][4]
             else:
                 sc.view(-1, vocab).index_copy_(0, group.sc_items, masked.to(sc.dtype))
         if plan.fixed_gather is not None:
@@ -507,10 +536,14 @@ class RenoiseSampler:
         state.mean_entropy[rows] = mean_entropy
 
     @staticmethod
-    def _group_stats(group: _Group, logits: torch.Tensor, flat: torch.Tensor, temperature: torch.Tensor) -> tuple:
+    def _group_stats(group: _Group, logits: torch.Tensor, flat: torch.Tensor, temperature: torch.Tensor,
+                     free_logits: torch.Tensor | None = None) -> tuple:
         """(entropy [N], argmax token [N], p_max [N], argmax rank [N], probs, masked, tempered) of a group's N
-        positions; their tensors are [N, K] (compact) or [N, V] (dense)."""
-        if group.ids is not None:
+        positions; their tensors are [N, K] (compact) or [N, V] (dense). `free_logits`: the group's [N, V] logits,
+        handed over (a plan's one dense group)."""
+        if free_logits is not None:
+            tempered = free_logits / temperature[group.item_row, None]
+        elif group.ids is not None:
             tempered = (flat.view(-1).index_select(0, group.gather).view(group.ids.shape)
                         / temperature[group.item_row, None])
         elif group.items is None:
@@ -595,6 +628,7 @@ class RenoiseSampler:
         """The canvases to commit: the last argmax, with every slot of row j's template replaced by the best complete
         path of its automaton under the last step's distribution, so a committed slot is always in its language."""
         committed = state.argmax
+        state.settle()
         jobs = [(j, slot) for j, t in enumerate(templates or []) if t is not None for slot in t.slots]
         if jobs:
             committed = committed.clone()

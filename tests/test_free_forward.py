@@ -107,6 +107,35 @@ def test_the_engine_gives_the_same_tokens_with_and_without_it(confident_lm, monk
         assert a.raw_tokens == b.raw_tokens and a.steps == b.steps
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_one_dense_group_hands_its_logits_over_and_gives_the_same_tokens(monkeypatch, dtype):
+    """Free positions that allow most of the vocabulary around fixed tokens (one dense group): while every row steps,
+    the free logits pass from the head to the sampler apart, and the softmax of the self-conditioning logits back to
+    the next forward (float32), without the [b, C, V] buffers; after a row leaves, everything is written back. The
+    tokens and steps are those of the whole forward."""
+    from diffreason.sampler import RenoiseSampler
+
+    lm = build_model("tiny", seed=1)  # (as the confident_lm fixture, in `dtype`)
+    with torch.no_grad():
+        lm.model.model.decoder.embed_tokens.weight.mul_(30)
+    lm.model.to(dtype)
+    V, C = lm.vocab_size, lm.canvas_length
+    prose = CanvasTemplate.from_positions(V, [None if i % 4 else 7 for i in range(2 * C)])
+    requests = [GenerationRequest("text", seed=s, template=prose) for s in (9, 3, 5)]
+    handed = []
+    step = RenoiseSampler.step
+    monkeypatch.setattr(RenoiseSampler, "step", lambda self, logits, state, rows=None, free_logits=None: (
+        handed.append(free_logits is not None) or step(self, logits, state, rows, free_logits)))
+    config = SamplerConfig(draws="fast", entropy_bound=50.0, confidence_threshold=0.2)
+    whole = Engine(lm, config, free_logits=False).generate_batch(requests)
+    assert not any(handed)
+    part = Engine(lm, config).generate_batch(requests)
+    assert any(handed) and not all(handed)  # (after a row left, the others step without it)
+    assert len({tuple(r.steps) for r in whole}) > 1
+    for a, b in zip(whole, part):
+        assert a.raw_tokens == b.raw_tokens and a.steps == b.steps
+
+
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 @pytest.mark.gpu
 def test_on_cuda_free_positions_match_the_whole_forward():
