@@ -57,7 +57,11 @@ def parse_endpoints(spec: str | Sequence[str]) -> list[str]:
     if not urls:
         raise DiffreasonError("--endpoint names no server; give http://HOST:PORT[,http://HOST:PORT...]")
     for url in urls:
-        parsed = urlparse(url)
+        try:
+            parsed = urlparse(url)
+            parsed.port  # noqa: B018 - (raises ValueError for a port out of range)
+        except ValueError as exc:  # (an unclosed IPv6 bracket, a bad port)
+            raise DiffreasonError(f"endpoint {url!r} is not an http(s)://HOST[:PORT] URL: {exc}") from None
         if parsed.scheme not in ("http", "https") or not parsed.netloc:
             raise DiffreasonError(f"endpoint {url!r} is not an http(s)://HOST[:PORT] URL")
     if len(set(urls)) != len(urls):
@@ -83,7 +87,9 @@ class Endpoints:
         self._lock = threading.Condition()
         self._in_flight = dict.fromkeys(self.urls, 0)
         self._down_until = dict.fromkeys(self.urls, 0.0)
-        self._failed_in_row = dict.fromkeys(self.urls, 0)
+        self._cooled_at = dict.fromkeys(self.urls, float("-inf"))  # when its last cool-down began
+        self._failed_in_row = dict.fromkeys(self.urls, 0)  # tries sent after a cool-down began that failed, in a row
+        self._dead: set[str] = set()  # refused more than `retries` + 1 such tries in a row: not tried again
         self._rid_locks = [threading.Lock() for _ in range(4096)]
         self._info: dict[str, dict] = {}
         self._local = threading.local()  # one requests.Session per thread (a Session is not thread-safe)
@@ -129,32 +135,46 @@ class Endpoints:
 
     # -- requests ---------------------------------------------------------------------------------------------------
 
-    def _acquire(self, avoid: set[str]) -> str:
-        """The server with the fewest requests in flight among those not in `avoid`, not cooling down after a failed
-        connection, and under `concurrency`; waits for one."""
+    def _acquire(self, avoid: set[str], last: str) -> tuple[str, float]:
+        """(the server with the fewest requests in flight among those not in `avoid`, not cooling down after a failed
+        connection, and under `concurrency`; when it was taken) — waits for one. EndpointError when every server is
+        dead (`_release`)."""
         with self._lock:
             while True:
                 now = time.monotonic()
-                free = [u for u in self.urls if u not in avoid and self._in_flight[u] < self.concurrency]
+                if len(self._dead) == len(self.urls):
+                    raise EndpointError(f"no server answered: every one refused {self.retries + 1} tries in a row "
+                                        f"(last: {last or 'another request'})")
+                free = [u for u in self.urls
+                        if u not in avoid and u not in self._dead and self._in_flight[u] < self.concurrency]
                 up = [u for u in free if self._down_until[u] <= now]
                 if up:
                     url = min(up, key=lambda u: self._in_flight[u])
                     self._in_flight[url] += 1
-                    return url
+                    return url, now
                 wake = min((self._down_until[u] for u in free), default=now + 1.0)
                 self._lock.wait(timeout=max(0.01, wake - now))
 
-    def _release(self, url: str, failed: bool | None) -> None:
-        """`failed`: the connection failed (the server cools down for `backoff` seconds, doubled for each failure in a
-        row); False: it answered; None: no verdict (a read timeout)."""
+    def _release(self, url: str, failed: bool | None, taken: float, refused: bool = False) -> None:
+        """`failed`: the connection failed or the server was busy; False: it answered; None: no verdict (a read
+        timeout). A failure of a try taken after the server's last cool-down began (not one already in flight when it
+        failed) makes it cool down for `backoff` seconds, doubled for each such failure in a row; `retries` + 1 refused
+        connections in a row, and it is dead for this client (a server that stopped: the requests
+        waiting for it fail at once instead of each waiting out its cool-downs)."""
         with self._lock:
             self._in_flight[url] -= 1
+            now = time.monotonic()
             if failed:
-                self._failed_in_row[url] += 1
-                self._down_until[url] = time.monotonic() + self.backoff * 2 ** min(self._failed_in_row[url] - 1, 8)
                 self.failures += 1
+                if taken >= self._cooled_at[url]:
+                    self._failed_in_row[url] += 1
+                    self._cooled_at[url] = now
+                    self._down_until[url] = now + self.backoff * 2 ** min(self._failed_in_row[url] - 1, 8)
+                    if refused and self._failed_in_row[url] > self.retries:
+                        self._dead.add(url)
             elif failed is False:
                 self._failed_in_row[url] = 0
+                self._dead.discard(url)
             self._lock.notify_all()
 
     def post(self, body: dict, seed: int | None = None, stream: bool = False) -> Any:
@@ -165,8 +185,9 @@ class Endpoints:
 
         last, avoid, rounds = "", set(), 0
         while True:
-            url = self._acquire(avoid)
+            url, taken = self._acquire(avoid, last)
             failed: bool | None = True
+            refused = False
             try:
                 try:
                     sent = _seeded(body, seed, self.seeded(url))
@@ -176,9 +197,9 @@ class Endpoints:
                         if not stream:
                             response.content  # (read while held: the answer is complete)
                 except EndpointError as exc:  # its model info could not be read: as a refused connection
-                    last = str(exc)
+                    last, refused = str(exc), True
                 except (requests.ConnectionError, requests.ConnectTimeout) as exc:
-                    last = f"{url}: {_reason(exc)}"
+                    last, refused = f"{url}: {_reason(exc)}", True
                 except requests.Timeout:
                     failed = None
                     raise EndpointError(f"{url} did not answer within {self.timeout:g} s") from None
@@ -189,9 +210,11 @@ class Endpoints:
                         failed = False
                         return self._answer(url, response, stream)
             finally:
-                self._release(url, failed)
+                self._release(url, failed, taken, refused)
             avoid.add(url)
-            if len(avoid) == len(self.urls):  # every server failed this request once: a round
+            with self._lock:
+                live = set(self.urls) - self._dead
+            if not live - avoid:  # every live server failed this request once: a round
                 avoid, rounds = set(), rounds + 1
                 if rounds > self.retries:
                     raise EndpointError(f"no server answered after {rounds} tries of each (last: {last})")

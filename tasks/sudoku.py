@@ -857,10 +857,12 @@ def solve_batches(
 
     if mode not in MODES:
         raise SudokuError(f"unknown mode {mode!r}; choose one of {', '.join(MODES)}")
-    if not 1 <= samples <= MAX_SAMPLES:
-        raise SudokuError(f"samples must be in [1, {MAX_SAMPLES}], got {samples}")
+    if isinstance(samples, bool) or not isinstance(samples, int) or not 1 <= samples <= MAX_SAMPLES:
+        raise SudokuError(f"samples must be an integer in [1, {MAX_SAMPLES}], got {samples!r}")
     if max_steps is not None and (isinstance(max_steps, bool) or not isinstance(max_steps, int) or max_steps < 1):
         raise SudokuError(f"max_steps must be an integer of at least 1, got {max_steps!r}")
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+        raise SudokuError(f"batch_size must be an integer of at least 1, got {batch_size!r}")
     grids = [parse(p if isinstance(p, str) else _cells_text(p)) for p in puzzles]
     if engine is None:
         check_vocabulary(lm)

@@ -156,6 +156,32 @@ def test_when_no_server_answers_the_error_says_why_after_the_retries(busy_url):
         Endpoints([dead_url()]).check()
 
 
+def test_a_server_that_stops_mid_run_fails_the_waiting_requests_at_once():
+    """(Every concurrent refusal doubled the server's cool-down, and each waiting request then waited it out before
+    its own tries: an eval against a server that stopped hung for an hour.) After `retries` + 1 refused tries in a
+    row the server is dead: the requests still waiting fail without a try of their own."""
+
+    class Info(BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802 (http.server's naming)
+            self.send_response(200)
+            self.end_headers()
+            self.wfile.write(b'{"server": "diffreason"}')
+
+        def log_message(self, *args):
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Info)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    endpoints = Endpoints(f"http://127.0.0.1:{server.server_address[1]}", concurrency=4, retries=2, backoff=0.05)
+    endpoints.check()
+    server.shutdown()
+    server.server_close()
+    answers = endpoints.map([{"text": "x"}] * 40, seeds=list(range(40)))
+    assert all(isinstance(a, EndpointError) for a in answers)
+    assert "every one refused 3 tries in a row" in str(answers[-1])
+    assert endpoints.failures < 40  # (each of the 40 used to make its own 3 tries)
+
+
 def test_a_refused_request_fails_alone_and_the_others_are_answered(json_server):
     endpoints = Endpoints([json_server])
     bodies = [{"text": "a person", "sampling_params": {"json_schema": json.dumps(SCHEMA)}},
@@ -251,6 +277,8 @@ def test_eval_json_on_an_endpoint_validates_the_servers_outputs(json_server, tmp
 
 @pytest.mark.parametrize("args, message", [
     (["sudoku", "--endpoint", "localhost:1"], "endpoint 'localhost:1' is not an http(s)://HOST[:PORT] URL"),
+    (["sudoku", "--endpoint", "http://[::1"], "endpoint 'http://[::1' is not an http(s)://HOST[:PORT] URL: Invalid IPv6"),
+    (["sudoku", "--endpoint", "http://h:99999"], "URL: Port out of range"),
     (["sudoku", "--endpoint", "{dead}"], "cannot reach http://127.0.0.1:"),
     (["sudoku", "--endpoint", "{dead}", "--t-max", "1"], "--t-max applies to a local model"),
     (["sudoku", "--endpoint", "{dead}", "--concurrency", "0"], "--concurrency must be"),

@@ -234,6 +234,10 @@ def test_solve_errors(sudoku_lm, tiny_lm):
     for kwargs, puzzle, message in [
         (dict(max_steps=0), cells, "max_steps must be an integer of at least 1, got 0"),
         (dict(max_steps=1.5), cells, "max_steps must be an integer of at least 1, got 1.5"),
+        (dict(batch_size=-1), cells, "batch_size must be an integer of at least 1, got -1"),  # (answered nothing)
+        (dict(batch_size=0), cells, "batch_size must be an integer of at least 1, got 0"),
+        (dict(samples=2.5), cells, "samples must be an integer in [1, 256], got 2.5"),  # (reported 'model ×2.5')
+        (dict(samples=True), cells, "samples must be an integer in [1, 256], got True"),
         ({}, cells[:80], "puzzle has 80 cells, expected 81"),
         ({}, [10] + cells[1:], "a puzzle's cells are digits 0-9 (0 blank), got 10"),
         ({}, [-1] + cells[1:], "got -1"),
