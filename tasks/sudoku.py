@@ -260,13 +260,24 @@ def first_conflict(cells: Sequence[int]) -> tuple[int, int] | None:
     return None
 
 
-def verify(puzzle: Sequence[int], solution: Sequence[int] | None) -> bool:
-    """True iff `solution` is a complete valid grid that agrees with every given of `puzzle`."""
-    if solution is None or len(solution) != CELLS or any(not 1 <= d <= 9 for d in solution):
+def verify(puzzle: Sequence[int] | str, solution: Sequence[int] | str | None) -> bool:
+    """True iff `solution` is a complete valid grid that agrees with every given of `puzzle` (cells, or 81-character
+    strings as `SolveResult` gives them)."""
+    puzzle, solution = _as_cells(puzzle), _as_cells(solution)
+    if puzzle is None or solution is None or len(solution) != CELLS or any(not 1 <= d <= 9 for d in solution):
         return False
     if any(p and p != s for p, s in zip(puzzle, solution)):
         return False
     return all(len({solution[i] for i in unit}) == 9 for unit in UNITS)
+
+
+def _as_cells(grid):
+    """A grid's cells: a string of 81 cells (`.` or 0 blank) read, anything else as it is (None: not a grid)."""
+    if isinstance(grid, str):
+        if len(grid) != CELLS or any(ch not in "0123456789." for ch in grid):
+            return None
+        return [0 if ch in "0." else int(ch) for ch in grid]
+    return grid
 
 
 # ---- exact solver ---------------------------------------------------------------------------------------------------

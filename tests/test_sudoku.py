@@ -65,6 +65,10 @@ def test_verifier():
     assert not S.verify(EASY.puzzle, None)
     other = S.generate("easy", 1).solution
     assert S.verify([0] * 81, other) and not S.verify(EASY.puzzle, other)
+    # strings, as SolveResult holds them (a TypeError before)
+    assert S.verify(S.to_string(EASY.puzzle), "".join(map(str, EASY.solution)))
+    assert not S.verify(S.to_string(EASY.puzzle), "".join(map(str, wrong)))
+    assert not S.verify(EASY.puzzle, "12x") and not S.verify("1" * 80, EASY.solution)
 
 
 def test_exact_solver():
