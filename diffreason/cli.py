@@ -1330,7 +1330,7 @@ def infill_cmd(
     --tests that do not pass, or, in verified mode, no sample whose code parses (then nothing is printed: verified mode
     only returns code that parses)."""
     from diffreason.tasks.infill.holes import check_tests, parse_code, read_code_file
-    from diffreason.tasks.infill.testrun import uncalled_tests
+    from diffreason.tasks.infill.testrun import check_test_functions, module_name
 
     _check_infill_options(mode, samples, max_hole_tokens, seed, steps, timeout, threads)
     _check_dtype(dtype)
@@ -1343,7 +1343,7 @@ def infill_cmd(
     if tests is not None:
         test_source = read_code_file(tests)
         check_tests(test_source, f"the tests in {str(tests)!r}")
-        uncalled_tests(test_source, f"the tests in {str(tests)!r}")
+        check_test_functions(test_source, f"the tests in {str(tests)!r}")
     _runtime(threads)
     from diffreason.model import load_model
     from diffreason.tasks.infill.search import run_infill
@@ -1351,7 +1351,7 @@ def infill_cmd(
     lm = load_model(model, dtype=_torch_dtype(dtype))
     options = dict(tests=test_source, mode=mode, samples=samples, max_hole_tokens=max_hole_tokens, seed=seed,
                    single_line=single_line or None, max_steps=steps, timeout=timeout,
-                   module=file.stem if file.stem.isidentifier() else "solution")
+                   module=module_name(file.stem), tests_name=tests.name if tests is not None else "tests.py")
     try:
         if watch:
             with CanvasWatcher(lm.tokenizer, steps or lm.sampler_config.max_denoising_steps) as watcher:

@@ -9,8 +9,10 @@
 
 `code` is text with `<|hole|>` markers (`<|hole:N|>`: at most N tokens), or a (prefix, suffix) pair as
 HumanEval-infilling gives it. `model`: a loaded checkpoint, its directory, or None for the embedded code model
-(`diffreason/weights/code-small`). `tests`: Python source run after the filled code, in the sandbox
-(`diffreason.sandbox`), never in this process; a sample passes when the program exits 0. `mode="model"` returns the
+(`diffreason/weights/code-small`). `tests`: Python source run against the filled code, in the sandbox
+(`diffreason.sandbox`), never in this process: the code is importable as `module` (option; default "solution") and
+its names are in scope; a sample passes when the tests run to their end (`diffreason.tasks.infill.testrun`: unittest
+and pytest-style test functions run too). `mode="model"` returns the
 top-scoring of K samples (the hole-length search runs inside each); `mode="verified"` the first, best first, whose
 code parses and passes the tests. The template, the layout, the search and the checks:
 `diffreason.tasks.infill.search` and `diffreason.tasks.infill.grammar`.
@@ -66,10 +68,12 @@ def infill(
 ) -> InfillResult:
     """Fill the holes of `code` (see the module docstring). `options` go to
     `diffreason.tasks.infill.search.run_infill`: `lengths`, `single_line`, `regex`, `constrain`, `max_steps`,
-    `timeout`, `isolation`, `watch`, `sampler`."""
+    `timeout`, `isolation`, `module`, `tests_name`, `watch`, `sampler`."""
     from diffreason.tasks.infill.holes import InfillCode, parse_code, parse_pair
-    from diffreason.tasks.infill.search import run_infill
+    from diffreason.tasks.infill.search import check_test_inputs, run_infill
+    from diffreason.tasks.infill.testrun import DEFAULT_MODULE
 
+    check_test_inputs(tests, options.get("module", DEFAULT_MODULE))  # (before the model loads)
     if isinstance(code, InfillCode):
         parsed = code
     elif isinstance(code, tuple) and len(code) == 2:

@@ -502,12 +502,12 @@ def test_verified_mode_returns_a_parsing_sample_when_none_passes():
     code = parse_code("x = <|hole|>\n")
     ranking = [Sample(0, 0, ["(1"], [4], -0.1, False), Sample(1, 1, ["1"], [4], -0.5, True),
                Sample(2, 2, ["2"], [4], -0.9, True)]
-    run = functools.partial(run_tests, tests="assert x == 3\n", calls=[], module="solution", timeout=10.0,
-                            isolation="auto")
+    run = functools.partial(run_tests, tests="assert x == 3\n", module="solution", timeout=10.0, isolation="auto")
     pick, checked, why = _choose(code, ranking, run, "verified")
     assert pick.index == 1 and checked == 3 and pick.parses and pick.passed is False
     assert [s.status for s in ranking] == ["does not parse", "failed", "failed"]
-    assert ranking[1].error == "AssertionError" and "1 failed (AssertionError)" in why
+    assert ranking[1].error == "AssertionError (tests.py line 1: assert x == 3)"
+    assert "1 failed (AssertionError (tests.py line 1: assert x == 3))" in why
     assert "no sample of 3 passes" in why and "sample 1, the best-scoring whose code parses" in why
     nothing = [Sample(0, 0, ["(1"], [4], -0.1, False), Sample(1, 1, [")"], [4], -0.5, False)]
     pick, checked, why = _choose(code, nothing, run, "verified")

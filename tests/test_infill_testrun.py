@@ -1,18 +1,25 @@
 """A user's tests against a filled file (`tasks.infill.testrun`), run in the real sandbox: what passes is the tests
-running to their end against the code — not a fill or a file that leaves early with status 0."""
+running to their end against the code, every test they define run — not a fill or a file that leaves early with
+status 0, nor tests that were never run."""
 
 import pytest
 
 from diffreason.tasks.infill.holes import InfillInputError
-from diffreason.tasks.infill.testrun import run_tests, uncalled_tests
+from diffreason.tasks.infill.testrun import check_test_functions, failure_line, module_name, run_tests
 
 ADD = "def add(a, b):\n    return a + b\n"
 WRONG = "def add(a, b):\n    return a - b\n"
 
 
 def verdict(code: str, tests: str, module: str = "app") -> tuple[bool, str]:
-    r = run_tests(code, tests, uncalled_tests(tests), module=module, timeout=20.0, isolation="auto")
+    check_test_functions(tests)
+    r = run_tests(code, tests, module=module, timeout=20.0, isolation="auto")
     return r.passed, r.stderr
+
+
+def both(tests: str, module: str = "app") -> tuple[bool, bool]:
+    """(passes with the right add, passes with the wrong one)"""
+    return verdict(ADD, tests, module)[0], verdict(WRONG, tests, module)[0]
 
 
 @pytest.mark.parametrize("body", ["raise SystemExit", "import sys; sys.exit(0)", "raise SystemExit(0)"])
@@ -30,14 +37,30 @@ def test_the_files_main_block_does_not_run_and_the_code_is_importable_as_its_mod
     code = "import sys\n\n" + ADD + "\n\nif __name__ == '__main__':\n    sys.exit(0)\n"
     assert verdict(code, "assert add(2, 3) == 5\n")[0] is True
     assert verdict(code.replace("a + b", "a - b"), "assert add(2, 3) == 5\n")[0] is False
-    assert verdict(ADD, "from app import add as plus\nimport app\nassert plus(2, 3) == app.add(2, 3) == 5\n")[0]
+    assert both("from app import add as plus\nimport app, importlib, inspect\nassert plus(2, 3) == app.add(2, 3) == 5\n"
+                "assert 'a + b' in inspect.getsource(app.add) or 'a - b' in inspect.getsource(app.add)\n"
+                "importlib.reload(app)\n") == (True, False)
     passed, stderr = verdict(ADD, "from add import add\n", module="app")
     assert not passed and "No module named 'add'" in stderr
 
 
+@pytest.mark.parametrize("stem", ["math", "collections", "os", "re", "unittest"])
+def test_a_file_named_as_a_standard_module_does_not_replace_it(stem):
+    """(`math.py`'s code replaced the math module for the tests and unittest: every fill failed.)"""
+    tests = "import math, collections, os, re\nassert math.isclose(1, 1) and os.name\nassert add(2, 3) == 5\n"
+    assert both(tests, module=stem) == (True, False)
+
+
+def test_a_dunder_file_name_runs_as_the_default_module():
+    """(`__main__.py` replaced the tests' own main module: unittest found no test and a wrong fill passed.)"""
+    assert module_name("__main__") == module_name("__init__") == "solution" and module_name("app") == "app"
+    with pytest.raises(InfillInputError, match="dunder"):
+        run_tests(ADD, "pass\n", module="__main__", timeout=5.0, isolation="auto")
+
+
 def test_a_future_import_in_the_tests_is_theirs():
     """(The tests were appended to the code: a `from __future__` line there was a SyntaxError for every fill.)"""
-    assert verdict(ADD, "from __future__ import annotations\nassert add(2, 3) == 5\n")[0] is True
+    assert both("from __future__ import annotations\nassert add(2, 3) == 5\n") == (True, False)
 
 
 UNITTEST = """import unittest
@@ -45,29 +68,61 @@ UNITTEST = """import unittest
 class TestAdd(unittest.TestCase):
     def test_add(self):
         self.assertEqual(add(2, 3), 5)
+
+class TestZero(unittest.TestCase):
+    def test_zero(self):
+        self.assertEqual(add(0, 3), 3)
 """
 
 
-@pytest.mark.parametrize("ending", ["\nif __name__ == '__main__':\n    unittest.main()\n", ""])
-def test_unittest_cases_run_with_or_without_unittest_main(ending):
-    assert verdict(ADD, UNITTEST + ending)[0] is True
+@pytest.mark.parametrize("ending", [
+    "\nif __name__ == '__main__':\n    unittest.main()\n",
+    "",
+    "\nunittest.main(defaultTest='TestZero')\n",  # (ran only TestZero: the other TestCase was never run)
+    "\nunittest.TextTestRunner().run(unittest.defaultTestLoader.loadTestsFromTestCase(TestAdd))\n",  # (result unread)
+    "\nunittest.main(exit=True)\n",
+])
+def test_every_unittest_case_runs_and_any_failure_fails(ending):
+    assert both(UNITTEST + ending) == (True, False)
     passed, stderr = verdict(WRONG, UNITTEST + ending)
-    assert passed is False and "FAIL: test_add" in stderr
+    assert "test_add" in stderr
 
 
-def test_pytest_style_functions_are_called_when_the_file_does_not_call_them():
-    tests = "def test_add():\n    assert add(2, 3) == 5\n\ndef test_zero():\n    assert add(0, 0) == 0\n"
-    assert uncalled_tests(tests) == ["test_add", "test_zero"]
-    assert verdict(ADD, tests)[0] is True
-    assert verdict(WRONG, tests)[0] is False
-    calling = tests + "\ntest_add()\n"  # (a script that runs its own checks: nothing more is called)
-    assert uncalled_tests(calling) == []
+@pytest.mark.parametrize("tests", [
+    "def test_add():\n    assert add(2, 3) == 5\n",
+    "def test_a():\n    pass\n\ndef test_add():\n    assert add(2, 3) == 5\n\ntest_a()\n",  # (only one called)
+    "from app import add\n\ndef main():\n    pass\n\ndef test_add():\n    assert add(2, 3) == 5\n\nmain()\n",
+    "def test_add():\n    assert add(2, 3) == 5\n\ndef test_twice():\n    test_add()\n",  # (called in another test)
+    "import sys\nif sys.version_info > (3,):\n    def test_add():\n        assert add(2, 3) == 5\n",
+    "class TestAdd:\n    def test_add(self):\n        assert add(2, 3) == 5\n",  # (pytest's class style)
+])
+def test_test_functions_the_file_never_calls_are_run(tests):
+    """(Any call of a test function anywhere, or of `main`, switched them all off; under `if` or in a pytest class
+    they were never run: a wrong fill passed.)"""
+    assert both(tests) == (True, False)
+
+
+def test_helper_classes_named_test_star_with_a_constructor_are_left_alone():
+    tests = "class TestData:\n    def __init__(self, n):\n        self.n = n\n\nassert add(TestData(2).n, 3) == 5\n"
+    assert both(tests) == (True, False)
 
 
 @pytest.mark.parametrize("tests, message", [
     ("def test_add(tmp_path):\n    pass\n", "test_add (line 1) takes arguments (pytest fixtures are not supported)"),
     ("async def test_add():\n    pass\n", "test_add (line 1) is async"),
+    ("if True:\n    def test_add(x):\n        pass\n", "test_add (line 2) takes arguments"),
 ])
 def test_test_functions_the_run_cannot_call_are_refused(tests, message):
     with pytest.raises(InfillInputError, match=message.replace("(", r"\(").replace(")", r"\)")):
-        uncalled_tests(tests)
+        check_test_functions(tests)
+
+
+def test_a_test_function_the_file_calls_with_arguments_is_not_refused():
+    check_test_functions("def test_add(a, b):\n    assert add(a, b) == a + b\n\ntest_add(2, 3)\n")
+
+
+def test_a_failure_names_the_line_of_the_tests():
+    passed, stderr = verdict(WRONG, "x = 1\nassert add(2, 3) == 5\n")
+    assert not passed and failure_line(stderr) == "AssertionError (tests.py line 2: assert add(2, 3) == 5)"
+    passed, stderr = verdict(WRONG, UNITTEST)
+    assert failure_line(stderr).startswith("AssertionError: -1 != 5 (tests.py line 5: self.assertEqual(add(2, 3), 5))")

@@ -49,7 +49,7 @@ from dataclasses import asdict, dataclass, field
 from diffreason.tasks.infill.grammar import HoleLanguage, hole_context, hole_language
 from diffreason.tasks.infill.holes import InfillCode, InfillInputError, check_tests
 from diffreason.tasks.infill.layout import hole_text, infill_layout
-from diffreason.tasks.infill.testrun import run_tests, uncalled_tests
+from diffreason.tasks.infill.testrun import DEFAULT_MODULE, check_test_functions, failure_line, module_name, run_tests
 
 MODES = ("model", "verified")
 MAX_SAMPLES = 256
@@ -358,28 +358,25 @@ def run_infill(
     max_steps: int | None = None,
     timeout: float = TEST_SECONDS,
     isolation: str = "auto",
-    module: str = "solution",
+    module: str = DEFAULT_MODULE,
+    tests_name: str = "tests.py",
     watch: Callable[[int, object], None] | None = None,
     engine=None,
 ) -> InfillResult:
     """Fill every hole of `code` (see the module docstring).
 
-    `tests`: Python source run against the filled code, which is importable as `module` (`tasks.infill.testrun`).
-    `lengths`: slot
-    lengths to search (default: the training lengths up to `max_hole_tokens`). `single_line`: whole-line holes hold
-    exactly one line. `regex`: the language of every hole instead of the one read off the code. `constrain=False`
-    leaves the slots free (any token: the baseline the constraints are measured against). `watch(hole, trace)` sees
-    every denoising step of one canvas per hole (sample 0, the longest slot). `engine`: reuse one (its sampler then
-    wins over `sampler` and `max_steps`)."""
+    `tests`: Python source run against the filled code, which is importable as `module`; `tests_name` is the tests'
+    file name in tracebacks (`tasks.infill.testrun`). `lengths`: slot lengths to search (default: the training
+    lengths up to `max_hole_tokens`). `single_line`: whole-line holes hold exactly one line. `regex`: the language of
+    every hole instead of the one read off the code. `constrain=False` leaves the slots free (any token: the baseline
+    the constraints are measured against). `watch(hole, trace)` sees every denoising step of one canvas per hole
+    (sample 0, the longest slot). `engine`: reuse one (its sampler then wins over `sampler` and `max_steps`)."""
     t0 = time.perf_counter()
     if mode not in MODES:
         raise InfillInputError(f"unknown mode {mode!r}; choose one of {', '.join(MODES)}")
     if not 1 <= samples <= MAX_SAMPLES:
         raise InfillInputError(f"samples must be in [1, {MAX_SAMPLES}], got {samples}")
-    calls = None
-    if tests is not None:
-        check_tests(tests)
-        calls = uncalled_tests(tests)
+    check_test_inputs(tests, module)
     check_lengths(code, max_hole_tokens, lm.canvas_length)
     searcher = Searcher(lm, sampler=sampler, max_steps=max_steps, engine=engine, constrain=constrain)
     K, n_holes = samples, len(code.holes)
@@ -399,7 +396,7 @@ def run_infill(
                       round(sum(c.score for c in chosen[j]) / n_holes, 5), parses(code.fill(fills[j])))
                for j in range(K)]
     ranking.sort(key=lambda s: (-s.score, s.index))
-    run = None if tests is None else functools.partial(run_tests, tests=tests, calls=calls, module=module,
+    run = None if tests is None else functools.partial(run_tests, tests=tests, module=module, tests_name=tests_name,
                                                         timeout=timeout, isolation=isolation)
     pick, checked, why = _choose(code, ranking, run, mode)
     candidates = [c for f in searches for j in sorted(f.by_sample) for c in f.by_sample[j]]
@@ -424,6 +421,15 @@ def run_infill(
     )
 
 
+def check_test_inputs(tests: str | None, module: str = DEFAULT_MODULE) -> None:
+    """The tests and the module name the code runs as, checked (InfillInputError) before any model work."""
+    if tests is not None:
+        check_tests(tests)
+        check_test_functions(tests)
+    if not isinstance(module, str) or module_name(module) != module:
+        raise InfillInputError(f"module name {module!r} is not a Python identifier (or is a dunder name)")
+
+
 def _length_why(c: Candidate, others: list[Candidate], mode: str, last: bool) -> str:
     if len(others) == 1:
         return f"length {c.length}, the only one searched"
@@ -438,8 +444,7 @@ def _tested(sample: Sample, filled: str, run) -> None:
     r = run(filled)
     sample.passed, sample.status = r.passed, r.status
     if not r.passed:
-        lines = [line.strip() for line in r.stderr.splitlines() if line.strip()]
-        sample.error = (lines[-1][:200] if lines else r.reason[:200])
+        sample.error = failure_line(r.stderr, r.reason)
 
 
 def _verdict(sample: Sample) -> str:
@@ -458,8 +463,9 @@ def _choose(code: InfillCode, ranking: list[Sample], run, mode) -> tuple[Sample 
             _tested(top, code.fill(top.texts), run)
         else:
             top.passed, top.status = False, "does not parse"
+        checked = f"tests {_verdict(top)}" if top.parses else "its code does not parse (tests not run)"
         return top, 1, (f"sample {top.index} of {K}: the highest mean score ({top.score:.3f}; mode model), "
-                        f"tests {_verdict(top)}")
+                        f"{checked}")
     failed = []
     for n, s in enumerate(ranking, 1):
         if not s.parses:
