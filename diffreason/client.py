@@ -69,6 +69,9 @@ def parse_endpoints(spec: str | Sequence[str]) -> list[str]:
     return urls
 
 
+DEAD_SECONDS = 30.0  # how long a server that refused `retries` + 1 tries in a row is left out before a new try
+
+
 class Endpoints:
     """Servers that answer SGLang's `/generate`, used together: each request goes to the server with the fewest in
     flight (at most `concurrency` per server), failures of the connection are retried elsewhere."""
@@ -89,7 +92,9 @@ class Endpoints:
         self._down_until = dict.fromkeys(self.urls, 0.0)
         self._cooled_at = dict.fromkeys(self.urls, float("-inf"))  # when its last cool-down began
         self._failed_in_row = dict.fromkeys(self.urls, 0)  # tries sent after a cool-down began that failed, in a row
-        self._dead: set[str] = set()  # refused more than `retries` + 1 such tries in a row: not tried again
+        self._refused_at = dict.fromkeys(self.urls, float("-inf"))  # ... the same for refused connections alone
+        self._refused_in_row = dict.fromkeys(self.urls, 0)
+        self._dead_until = dict.fromkeys(self.urls, 0.0)  # refused `retries` + 1 tries in a row: not tried until then
         self._rid_locks = [threading.Lock() for _ in range(4096)]
         self._info: dict[str, dict] = {}
         self._local = threading.local()  # one requests.Session per thread (a Session is not thread-safe)
@@ -114,7 +119,8 @@ class Endpoints:
                 response.raise_for_status()
                 self._info[url] = response.json()
             except (requests.RequestException, ValueError) as exc:
-                raise EndpointError(f"cannot reach {url}: {_reason(exc)}") from None
+                status = getattr(getattr(exc, "response", None), "status_code", None)  # (it answered: busy, say)
+                raise EndpointError(f"cannot reach {url}: {_reason(exc)}", status) from None
         return self._info[url]
 
     def check(self) -> list[dict]:
@@ -135,18 +141,17 @@ class Endpoints:
 
     # -- requests ---------------------------------------------------------------------------------------------------
 
-    def _acquire(self, avoid: set[str], last: str) -> tuple[str, float]:
-        """(the server with the fewest requests in flight among those not in `avoid`, not cooling down after a failed
-        connection, and under `concurrency`; when it was taken) — waits for one. EndpointError when every server is
-        dead (`_release`)."""
+    def _acquire(self, avoid: set[str]) -> tuple[str, float] | None:
+        """(the server with the fewest requests in flight among the live ones not in `avoid`, not cooling down after a
+        failure, and under `concurrency`; when it was taken) — waits for one. None when every live server is in
+        `avoid` (the request's round is over), or none is live."""
         with self._lock:
             while True:
                 now = time.monotonic()
-                if len(self._dead) == len(self.urls):
-                    raise EndpointError(f"no server answered: every one refused {self.retries + 1} tries in a row "
-                                        f"(last: {last or 'another request'})")
-                free = [u for u in self.urls
-                        if u not in avoid and u not in self._dead and self._in_flight[u] < self.concurrency]
+                live = [u for u in self.urls if self._dead_until[u] <= now]
+                free = [u for u in live if u not in avoid and self._in_flight[u] < self.concurrency]
+                if not any(u not in avoid for u in live):
+                    return None
                 up = [u for u in free if self._down_until[u] <= now]
                 if up:
                     url = min(up, key=lambda u: self._in_flight[u])
@@ -156,36 +161,55 @@ class Endpoints:
                 self._lock.wait(timeout=max(0.01, wake - now))
 
     def _release(self, url: str, failed: bool | None, taken: float, refused: bool = False) -> None:
-        """`failed`: the connection failed or the server was busy; False: it answered; None: no verdict (a read
-        timeout). A failure of a try taken after the server's last cool-down began (not one already in flight when it
-        failed) makes it cool down for `backoff` seconds, doubled for each such failure in a row; `retries` + 1 refused
-        connections in a row, and it is dead for this client (a server that stopped: the requests
-        waiting for it fail at once instead of each waiting out its cool-downs)."""
+        """`failed`: the connection failed (`refused`) or the server was busy; False: it answered; None: no verdict (a
+        read timeout). A failure of a try taken after the server's last cool-down began (not one already in flight
+        when it failed) makes it cool down for `backoff` seconds, doubled for each such failure in a row. `retries` + 1
+        refused connections in a row (no answer between them, not even a busy one) and it is dead for `DEAD_SECONDS`:
+        the requests that have no other server fail at once instead of each waiting out its cool-downs; then it is
+        tried again."""
         with self._lock:
             self._in_flight[url] -= 1
             now = time.monotonic()
+            if failed and taken >= self._cooled_at[url]:
+                self._failed_in_row[url] += 1
+                self._cooled_at[url] = now
+                self._down_until[url] = now + self.backoff * 2 ** min(self._failed_in_row[url] - 1, 8)
             if failed:
                 self.failures += 1
-                if taken >= self._cooled_at[url]:
-                    self._failed_in_row[url] += 1
-                    self._cooled_at[url] = now
-                    self._down_until[url] = now + self.backoff * 2 ** min(self._failed_in_row[url] - 1, 8)
-                    if refused and self._failed_in_row[url] > self.retries:
-                        self._dead.add(url)
-            elif failed is False:
+            if failed is False:
                 self._failed_in_row[url] = 0
-                self._dead.discard(url)
+            if refused and taken >= self._refused_at[url]:
+                self._refused_in_row[url] += 1
+                self._refused_at[url] = now
+                if self._refused_in_row[url] > self.retries:  # (tried again afresh when its time is up)
+                    self._dead_until[url] = now + DEAD_SECONDS
+                    self._refused_in_row[url] = self._failed_in_row[url] = 0
+            elif failed is not None and not refused:  # (it answered, if only that it is busy: it is up)
+                self._refused_in_row[url] = 0
             self._lock.notify_all()
 
     def post(self, body: dict, seed: int | None = None, stream: bool = False) -> Any:
         """One `/generate` request: its JSON answer (or, with `stream`, the open streaming response). `seed` goes as
-        `sampling_seed` to servers that take it, else into the request id. A failed connection is retried on a server
-        this request has not failed on yet; it fails after `retries` + 1 rounds in which every server failed it."""
+        `sampling_seed` to servers that take it, else into the request id. A failed connection (or an answer cut
+        short) is retried on a server this request has not failed on yet; it fails after `retries` + 1 rounds in
+        which every live server failed it, or at once when no server is live."""
         import requests
 
         last, avoid, rounds = "", set(), 0
         while True:
-            url, taken = self._acquire(avoid, last)
+            taken = self._acquire(avoid)
+            if taken is None:  # every live server failed this request once: a round
+                avoid, rounds = set(), rounds + 1
+                with self._lock:
+                    now = time.monotonic()
+                    live = any(self._dead_until[u] <= now for u in self.urls)
+                if not live:
+                    raise EndpointError(f"no server answered: every one refused {self.retries + 1} tries in a row "
+                                        f"(last: {last or 'another request'})")
+                if rounds > self.retries:
+                    raise EndpointError(f"no server answered after {rounds} tries of each (last: {last})")
+                continue
+            url, taken = taken
             failed: bool | None = True
             refused = False
             try:
@@ -196,13 +220,15 @@ class Endpoints:
                                                         stream=stream)
                         if not stream:
                             response.content  # (read while held: the answer is complete)
-                except EndpointError as exc:  # its model info could not be read: as a refused connection
-                    last, refused = str(exc), True
+                except EndpointError as exc:  # its model info could not be read: as a refused connection (or busy)
+                    last, refused = str(exc), exc.status is None
                 except (requests.ConnectionError, requests.ConnectTimeout) as exc:
                     last, refused = f"{url}: {_reason(exc)}", True
                 except requests.Timeout:
                     failed = None
                     raise EndpointError(f"{url} did not answer within {self.timeout:g} s") from None
+                except requests.RequestException as exc:  # (an answer cut short: the server went away mid-answer)
+                    last, refused = f"{url}: {_reason(exc)}", True
                 else:
                     if response.status_code in RETRY_STATUS:
                         last = f"{url}: HTTP {response.status_code}"
@@ -212,12 +238,6 @@ class Endpoints:
             finally:
                 self._release(url, failed, taken, refused)
             avoid.add(url)
-            with self._lock:
-                live = set(self.urls) - self._dead
-            if not live - avoid:  # every live server failed this request once: a round
-                avoid, rounds = set(), rounds + 1
-                if rounds > self.retries:
-                    raise EndpointError(f"no server answered after {rounds} tries of each (last: {last})")
 
     @contextlib.contextmanager
     def _one_at_a_time(self, rid: str | None):
@@ -342,7 +362,7 @@ class RemoteEngine:
         started = time.perf_counter()
         answers = self.endpoints.map(bodies, [r.seed for r in requests], progress)
         seconds = (time.perf_counter() - started) / max(1, len(answers))
-        results = [a if isinstance(a, EndpointError) else result_of(a, r.prompt, seconds)
+        results = [a if isinstance(a, EndpointError) else _result_or_error(a, r.prompt, seconds)
                    for a, r in zip(answers, requests)]
         failed = [a for a in results if isinstance(a, EndpointError)]
         if failed and not return_errors:
@@ -387,6 +407,14 @@ def steps_of(answer: Any) -> list[int]:
         raise EndpointError(f"the server's answer has no meta_info.{STEPS_KEY}: is the diffreason plugin loaded "
                             "(SGLANG_PLUGINS=diffreason)?")
     return [int(s) for s in steps]
+
+
+def _result_or_error(answer, prompt, seconds: float):
+    """`result_of`, or its EndpointError as the value (one bad answer in a batch is that request's failure)."""
+    try:
+        return result_of(answer, prompt, seconds)
+    except EndpointError as exc:
+        return exc
 
 
 def result_of(answer: dict, prompt: Any = "", seconds: float = 0.0):

@@ -99,10 +99,12 @@ def read_puzzles(data: bytes | str) -> list[PuzzleEntry]:
     A puzzle is one line of 81 cells, or a 9-line grid: nine consecutive rows of 9 cells, with box separators (`|`,
     `------+-------+------` rows) allowed. Blank lines separate grids. A line whose first non-blank character is `#`
     is a comment, skipped (within a grid too), and `# ...` after a puzzle is stripped; so are lines without a cell
-    (digit or `.`: borders of any characters) and, outside a grid, lines with letters and fewer than `FIELD_CELLS`
-    cells (a heading such as `Grid 01`, a CSV header). A line that holds more than a puzzle (CSV fields, a puzzle and
-    its solution, a rating, a `// note`) reads its first field of at least `FIELD_CELLS` cells (`puzzle_field`): a
-    damaged puzzle there is an error, never passed over for the solution after it. Bytes are read as UTF-8 line by
+    (digit or `.`: borders of any characters) and, outside a grid, lines of fewer than `FIELD_CELLS` cells (a
+    heading such as `Grid 01`, a date, a page number, a rating, a CSV header — a line above nine rows of 9 cells is
+    never their grid's first row). A line that holds more than a puzzle (CSV fields, a puzzle and its solution, a
+    rating, a `// note`) reads its puzzle field (`puzzle_field`: the column a CSV header names, the field after a
+    `puzzle` key, else the first of at least `FIELD_CELLS` cells): a damaged puzzle there is an error, never passed
+    over for the solution after it. Bytes are read as UTF-8 line by
     line (a line that is not UTF-8 is an entry with an error; a byte order mark is dropped); lines end at \n, \r\n
     or \r.
     """
@@ -147,6 +149,19 @@ def read_puzzles(data: bytes | str) -> list[PuzzleEntry]:
                 return cells if line else 0
         return 0
 
+    def whole_grid_after(i: int) -> bool:
+        """Do nine rows of 9 cells follow lines[i] (lines without a cell between them skipped)? Then lines[i] is not
+        that grid's damaged first row but a line above it (a heading, a date, an id)."""
+        rows = 0
+        for _, line, cells, _, _ in lines[i + 1:]:
+            if line is None or not line or cells != 9 and _CELL.search(line):
+                break
+            rows += cells == 9
+            if rows == 9:
+                return True
+        return False
+
+    column = None  # (delimiter, index) of the puzzle's column, named by a CSV header
     for i, (n, line, cells, raw, bad_at) in enumerate(lines):
         if line is None:
             close_grid()
@@ -157,16 +172,23 @@ def read_puzzles(data: bytes | str) -> list[PuzzleEntry]:
             close_grid()
             continue
         cell_count = len(_CELL.findall(line))
-        if not cell_count or not grid and cell_count < FIELD_CELLS and _LETTER.search(line):
-            continue  # a border or a separator row; outside a grid, a heading or a CSV header
-        if cells == 9 or 0 < cells < 18 and (grid or abs(cells - 9) <= 3 and next_row_cells(i) == 9):
+        if not cell_count:  # a border or a separator row, a CSV header
+            column = header_column(line) or column
+            continue
+        row = cells == 9 or 0 < cells < 18 and (grid or abs(cells - 9) <= 3 and next_row_cells(i) == 9)
+        if row and not grid and (cells != 9 or _LETTER.search(line)) and whole_grid_after(i):
+            row = False  # (a line above a whole grid: a heading, not its first row)
+        if row:
             # a grid's row (within a grid, or just before a row of 9: one of a few cells too many or too few, damaged)
             grid.append((n, line, cells))
             if len(grid) == 9:
                 close_grid()
+        elif cell_count < FIELD_CELLS:  # a heading, a page number, a rating, a CSV header: not a puzzle
+            close_grid()
+            column = header_column(line) or column
         else:
             close_grid()
-            entries.append(_entry(n, puzzle_field(line) if cells > CELLS else line))
+            entries.append(_entry(n, puzzle_field(line, column) if cells > CELLS else line))
     close_grid()
     return entries
 
@@ -177,14 +199,37 @@ _LETTER = re.compile(r"[^\W\d_]")
 _FIELD_DELIMITERS = re.compile(r"[\s,;:=\"']+")
 
 
-def puzzle_field(line: str) -> str:
-    """The puzzle of a line that holds more: its first field (delimited by white space, `,`, `;`, `:`, `=` or quotes)
-    of at least FIELD_CELLS cells — a CSV's question before its answer, a puzzle before its rating or note — else the
-    whole line (cells written apart, one field each)."""
+_PUZZLE_KEY = re.compile(r"puzzle|quiz|question|problem|grid|board|given", re.IGNORECASE)
+_SOLUTION_KEY = re.compile(r"solution|answer|solved", re.IGNORECASE)
+
+
+def header_column(line: str) -> tuple[str, int] | None:
+    """(delimiter, index) of the column a CSV header names as the puzzle's (`quizzes`, `puzzle`, ...), or None."""
+    for delimiter in (",", ";", "\t"):
+        names = line.split(delimiter)
+        if len(names) > 1:
+            return next(((delimiter, k) for k, name in enumerate(names) if _PUZZLE_KEY.search(name)), None)
+    return None
+
+
+def puzzle_field(line: str, column: tuple[str, int] | None = None) -> str:
+    """The puzzle of a line that holds more: the column a CSV header named (`header_column`); else the field (delimited
+    by white space, `,`, `;`, `:`, `=` or quotes) of at least FIELD_CELLS cells after a key that names a puzzle
+    (`"puzzle": ...`), else the first such field not after a key that names a solution — a CSV's question before its
+    answer, a puzzle before its rating or note —, else the whole line (cells written apart, one field each)."""
+    if column is not None and len(fields := line.split(column[0])) > column[1]:
+        return fields[column[1]].strip().strip("\"'")
+    first, label = None, ""
     for part in _FIELD_DELIMITERS.split(line):
         if len(_CELL.findall(part)) >= FIELD_CELLS:
-            return part
-    return line
+            if _PUZZLE_KEY.search(label):
+                return part
+            if first is None and not _SOLUTION_KEY.search(label):
+                first = part
+            label = ""
+        elif part:
+            label = part
+    return first if first is not None else line
 
 
 def _entry(line: int, text: str) -> PuzzleEntry:

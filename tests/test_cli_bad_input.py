@@ -59,7 +59,7 @@ def paths(tmp_path_factory, tiny_checkpoint, sudoku_checkpoint) -> dict[str, str
     (d / "notutf8.txt").write_bytes(b"\xff\xfe\x80\n\x81\x82\n")
     (d / "latin1.txt").write_bytes(b"# caf\xe9\n" + PUZZLE.encode() + b" r\xe9sum\xe9\n")
     (d / "empty.txt").write_text("")
-    (d / "allbad.txt").write_text("123\n" + "11" + "." * 79 + "\n")
+    (d / "allbad.txt").write_text("123" + "." * 60 + "\n" + "11" + "." * 79 + "\n")
     (d / "afile").write_text("x")
     (d / "nonempty").mkdir()
     (d / "nonempty" / "keep.txt").write_text("mine")
@@ -123,7 +123,7 @@ CASES = [
     (SOLVE + ["--file", "{D}/empty.txt"], None, "empty.txt: it is empty", True),
     (SOLVE + ["--file", "{D}"], None, "is a directory; give a file of puzzles", True),
     (SOLVE + ["--file", "{D}/missing.txt"], None, "missing.txt' does not exist", True),
-    (SOLVE + ["--file", "{D}/allbad.txt"], None, "allbad.txt line 1: puzzle has 3 cells, expected 81 (and 1 more",
+    (SOLVE + ["--file", "{D}/allbad.txt"], None, "allbad.txt line 1: puzzle has 63 cells, expected 81 (and 1 more",
      True),
     (SOLVE + ["--file", "{D}/empty.txt", "{P}"], None, "give a PUZZLE or --file, not both", True),
     (SOLVE, "devnull", "no puzzle found in stdin: it is empty", True),
@@ -260,7 +260,7 @@ def test_good_puzzles_are_answered_beside_bad_ones(paths, tmp_path):
     a cut-off grid). Every good puzzle is answered in input order; each bad one gets an error record with its line and
     an error line on stderr; exit code 1."""
     a, b = (S.generate("easy", k).puzzle for k in (1, 2))
-    lines = ["# puzzles to try", *S.to_grid(a).splitlines(), "", "12x", *S.to_grid(b).splitlines(),
+    lines = ["# puzzles to try", *S.to_grid(a).splitlines(), "", "12x" + "." * 60, *S.to_grid(b).splitlines(),
              PUZZLE + "  # easy", "11" + "." * 79, UNSOLVABLE, "1 2 3 | 4 5 6 | 7 8 9"]
     f = tmp_path / "mixed.txt"
     f.write_text("\n".join(lines) + "\n")
@@ -272,7 +272,7 @@ def test_good_puzzles_are_answered_beside_bad_ones(paths, tmp_path):
     errors = [r for r in records if "error" in r]
     assert [r["puzzle"] for r in answered] == [S.to_string(a), S.to_string(b), PUZZLE]
     assert all(len(r["solution"]) == 81 and r["has_solution"] and r["unique"] for r in answered)
-    assert [r["input"] for r in errors] == ["12x", "11" + "." * 79, UNSOLVABLE, "1 2 3 | 4 5 6 | 7 8 9"]
+    assert [r["input"] for r in errors] == ["12x" + "." * 60, "11" + "." * 79, UNSOLVABLE, "1 2 3 | 4 5 6 | 7 8 9"]
     assert "invalid character(s) 'x'" in errors[0]["error"] and "contradictory givens" in errors[1]["error"]
     assert errors[2]["error"].startswith("puzzle has no solution") and errors[2]["has_solution"] is False
     assert "grid has 1 row" in errors[3]["error"]

@@ -3,6 +3,7 @@ against real `diffreason serve` processes (SGLang itself cannot serve DiffusionG
 injector below is a real HTTP server that answers 503; the client's own code is never stood in for."""
 
 import json
+import re
 import socket
 import subprocess
 import sys
@@ -180,6 +181,50 @@ def test_a_server_that_stops_mid_run_fails_the_waiting_requests_at_once():
     assert all(isinstance(a, EndpointError) for a in answers)
     assert "every one refused 3 tries in a row" in str(answers[-1])
     assert endpoints.failures < 40  # (each of the 40 used to make its own 3 tries)
+
+
+def test_an_answer_cut_short_is_retried_and_a_busy_server_is_not_dead(json_server):
+    """(A server that closed the connection mid-answer aborted the whole batch with a raw requests exception; a
+    request whose only other server was found dead while it waited hung for ever; a server that was busy, then
+    refused one connection, was declared dead for good.)"""
+
+    class Flaky(BaseHTTPRequestHandler):
+        posts = 0
+
+        def do_GET(self):  # noqa: N802 (http.server's naming)
+            self.send_response(200)
+            self.end_headers()
+            self.wfile.write(b'{"server": "diffreason"}')
+
+        def do_POST(self):  # noqa: N802
+            Flaky.posts += 1
+            self.rfile.read(int(self.headers["Content-Length"]))
+            if Flaky.posts % 3 == 1:  # headers, then the body cut short
+                self.send_response(200)
+                self.send_header("Content-Length", "1000")
+                self.end_headers()
+                self.wfile.write(b'{"text": "')
+            elif Flaky.posts % 3 == 2:
+                self.send_response(503)
+                self.end_headers()
+            else:
+                self.close_connection = True  # (no answer at all)
+                self.connection.shutdown(socket.SHUT_RDWR)
+
+        def log_message(self, *args):
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Flaky)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    flaky = f"http://127.0.0.1:{server.server_address[1]}"
+    try:
+        endpoints = Endpoints([flaky, json_server], concurrency=1, retries=1, backoff=0.01)
+        bodies = [{"text": f"item {i}", "sampling_params": {"regex": "[0-9]{3}"}} for i in range(6)]
+        answers = endpoints.map(bodies, seeds=list(range(6)))
+        assert [re.fullmatch("[0-9]{3}", a["text"]) is not None for a in answers] == [True] * 6
+        assert Flaky.posts >= 1 and endpoints.failures >= 1
+    finally:
+        server.shutdown()
 
 
 def test_a_refused_request_fails_alone_and_the_others_are_answered(json_server):

@@ -89,7 +89,7 @@ def test_constrained_request_honours_its_masks_and_matches_the_local_sampler():
     assert req.sampling_params.regex is None  # compiled by us; SGLang's grammar backend has nothing to do
     template = plugin.REQUESTS.get("c1").template
     trace = denoise(algo, ["free", "c1"])
-    canvas_template = template.canvas(0, C)
+    canvas_template = template.canvas(0, C, template.fill_after_end(TOK.eos_token_id, TOK.pad_token_id))
     allowed = CanvasConstraint.from_templates([canvas_template]).allowed[0]
     for ids, _, _ in trace:
         row = ids.view(2, C)[1]

@@ -738,8 +738,29 @@ def test_read_puzzles_skips_headings_headers_and_borders():
     assert [(e.cells, e.error) for e in S.read_puzzles(boxed)] == [(a, None)]
     kaggle = "quizzes,solutions\n" + "\n".join(f"{r},{r}" for r in rows)
     assert [(e.line, e.cells) for e in S.read_puzzles(kaggle)] == [(2, a), (3, b)]
-    assert [(e.line, e.error) for e in S.read_puzzles("Puzzle 1\n123\n")] == [
-        (2, "puzzle has 3 cells, expected 81")]  # (a short line of cells is still a damaged puzzle)
+    # lines of fewer than 17 cells outside a grid are not puzzles: page numbers, ratings, dates, ids
+    assert S.read_puzzles("Puzzle 1\n- 12 -\n3.4\n2023-10-15\n") == []
+
+
+@pytest.mark.parametrize("heading", ["2023-10-15", "15.10.2023", "1234567", "Puzzle 123"])
+def test_a_heading_above_a_whole_grid_is_not_its_first_row(heading):
+    """(A date or an id of 7-12 cells above a grid was read as its damaged first row: the grid was lost.)"""
+    a, b = (S.to_string(S.generate("easy", k).puzzle).replace(".", "0") for k in range(2))
+    text = "".join(f"{heading}\n" + "\n".join(p[9 * i: 9 * i + 9] for i in range(9)) + "\n" for p in (a, b))
+    assert [(e.line, e.error) for e in S.read_puzzles(text)] == [(2, None), (12, None)]
+    typo = "\n".join(["4x" + a[2:9]] + [a[9 * i: 9 * i + 9] for i in range(1, 9)])  # (a damaged first row stays one)
+    assert [(e.line, e.error) for e in S.read_puzzles(typo)] == [
+        (1, "puzzle has invalid character(s) 'x'; use digits 1-9 and '.' or '0' for blanks")]
+
+
+def test_a_field_named_as_the_puzzle_is_read_not_the_solution():
+    """(A JSON line or a CSV whose solution came first was read as the solution, scored solved.)"""
+    k = S.generate("easy", 3)
+    puzzle, solution = S.to_string(k.puzzle).replace(".", "0"), "".join(map(str, k.solution))
+    json_line = f'{{"solution": "{solution}", "puzzle": "{puzzle}"}}'
+    csv = f"solutions,quizzes\n{solution},{puzzle}\n"
+    for text in (json_line, csv):
+        assert [e.cells for e in S.read_puzzles(text)] == [k.puzzle], text
 
 
 def test_cli_eval_reads_puzzle_files_as_sets_with_their_difficulty(tmp_path):
@@ -809,7 +830,7 @@ def test_puzzle_input_token_digits_and_solution_counts_are_library_functions(tmp
     entries, source = S.read_puzzle_input(S.to_string(puzzle.puzzle), None)
     assert source is None and entries[0].cells == list(puzzle.puzzle)
     f = tmp_path / "p.txt"
-    f.write_text("# two\n" + S.to_string(puzzle.puzzle) + "\n12x\n")
+    f.write_text("# two\n" + S.to_string(puzzle.puzzle) + "\n12x" + "." * 60 + "\n")
     entries, source = S.read_puzzle_input(None, f)
     assert source == str(f) and [e.line for e in entries] == [2, 3] and entries[1].error is not None
     assert S.count_solutions(entries) == {0: 1}
