@@ -468,8 +468,8 @@ class RenoiseSampler:
         temperature = self.config.temperature(steps_left)
         flat = logits.reshape(batch * length, vocab)
 
-        # 1-3. per group: the tempered logits over the allowed sets (masked: -inf where disallowed), probabilities,
-        # argmax and entropy H = log S - sum p (t - max), S the softmax's sum (= 1 / p_max)
+        # 1-3. per group: the tempered logits over the allowed sets (masked: -inf or MASKED_OUT where disallowed),
+        # probabilities, argmax and entropy H = log S - sum p (t - max), S the softmax's sum (= 1 / p_max)
         stats = [self._group_stats(group, logits, flat, temperature, free_logits) for group in plan.groups]
         if plan.fixed_argmax is None:
             entropy, argmax = stats[0][0], stats[0][1]
