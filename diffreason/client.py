@@ -227,8 +227,8 @@ class Endpoints:
                 except requests.Timeout:
                     failed = None
                     raise EndpointError(f"{url} did not answer within {self.timeout:g} s") from None
-                except requests.RequestException as exc:  # (an answer cut short: the server went away mid-answer)
-                    last, refused = f"{url}: {_reason(exc)}", True
+                except requests.RequestException as exc:  # (an answer cut short: it answered, then broke off)
+                    last = f"{url}: {_reason(exc)}"
                 else:
                     if response.status_code in RETRY_STATUS:
                         last = f"{url}: HTTP {response.status_code}"
@@ -283,18 +283,24 @@ class Endpoints:
 
     def stream(self, body: dict, seed: int | None = None) -> Iterator[dict]:
         """The chunks of a streamed `/generate` (`data:` lines, up to `[DONE]`)."""
+        import requests
+
         response = self.post({**body, "stream": True}, seed, stream=True)
         with response:
-            for line in response.iter_lines(decode_unicode=True):
-                if not line or not line.startswith("data:"):
-                    continue
-                data = line[5:].strip()
-                if data == "[DONE]":
-                    return
-                chunk = json.loads(data)
-                if "error" in chunk:
-                    raise EndpointError(f"the server failed the request: {_message(chunk)}")
-                yield chunk
+            try:
+                for line in response.iter_lines(decode_unicode=True):
+                    if not line or not line.startswith("data:"):
+                        continue
+                    data = line[5:].strip()
+                    if data == "[DONE]":
+                        return
+                    chunk = json.loads(data)
+                    if "error" in chunk:
+                        raise EndpointError(f"the server failed the request: {_message(chunk)}")
+                    yield chunk
+            except (requests.RequestException, ValueError) as exc:  # (cut short, or not JSON)
+                raise EndpointError(f"{response.url} broke off the stream: {_reason(exc)}") from None
+        raise EndpointError(f"{response.url} ended the stream without [DONE]")
 
 
 def _seeded(body: dict, seed: int | None, takes_seed: bool) -> dict:

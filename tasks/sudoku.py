@@ -100,8 +100,9 @@ def read_puzzles(data: bytes | str) -> list[PuzzleEntry]:
     `------+-------+------` rows) allowed. Blank lines separate grids. A line whose first non-blank character is `#`
     is a comment, skipped (within a grid too), and `# ...` after a puzzle is stripped; so are lines without a cell
     (digit or `.`: borders of any characters) and, outside a grid, lines of fewer than `FIELD_CELLS` cells (a
-    heading such as `Grid 01`, a date, a page number, a rating, a CSV header — a line above nine rows of 9 cells is
-    never their grid's first row). A line that holds more than a puzzle (CSV fields, a puzzle and its solution, a
+    heading such as `Grid 01`, a date, a page number, a rating, a CSV header — a line with text or a damaged row above
+    nine rows of 9 cells is never their grid's first row; ten rows of 9 digits in a row are an error: one is not a
+    row, but which is unclear). A line that holds more than a puzzle (CSV fields, a puzzle and its solution, a
     rating, a `// note`) reads its puzzle field (`puzzle_field`: the column a CSV header names, the field after a
     `puzzle` key, else the first of at least `FIELD_CELLS` cells): a damaged puzzle there is an error, never passed
     over for the solution after it. Bytes are read as UTF-8 line by
@@ -152,17 +153,25 @@ def read_puzzles(data: bytes | str) -> list[PuzzleEntry]:
     def whole_grid_after(i: int) -> bool:
         """Do nine rows of 9 cells follow lines[i] (lines without a cell between them skipped)? Then lines[i] is not
         that grid's damaged first row but a line above it (a heading, a date, an id)."""
-        rows = 0
-        for _, line, cells, _, _ in lines[i + 1:]:
-            if line is None or not line or cells != 9 and _CELL.search(line):
+        return rows_from(i + 1)[0] >= 9
+
+    def rows_from(i: int) -> tuple[int, int]:
+        """(how many rows of 9 cells follow each other from lines[i] on — lines without a cell between them skipped;
+        after lines[i], a line with text (`_TEXT`) ends them —, the index of the line after the last)."""
+        rows, end = 0, i
+        for j in range(i, len(lines)):
+            _, line, cells, _, _ = lines[j]
+            if line is None or not line or cells != 9 and _CELL.search(line) or j > i and _TEXT.search(line):
                 break
-            rows += cells == 9
-            if rows == 9:
-                return True
-        return False
+            if cells == 9:
+                rows, end = rows + 1, j + 1
+        return rows, end
 
     column = None  # (delimiter, index) of the puzzle's column, named by a CSV header
+    skip_to = 0
     for i, (n, line, cells, raw, bad_at) in enumerate(lines):
+        if i < skip_to:
+            continue
         if line is None:
             close_grid()
             entries.append(PuzzleEntry(n, raw.decode("utf-8", "replace").strip(),
@@ -176,8 +185,17 @@ def read_puzzles(data: bytes | str) -> list[PuzzleEntry]:
             column = header_column(line) or column
             continue
         row = cells == 9 or 0 < cells < 18 and (grid or abs(cells - 9) <= 3 and next_row_cells(i) == 9)
-        if row and not grid and (cells != 9 or _LETTER.search(line)) and whole_grid_after(i):
+        if row and not grid and cells != 9 and whole_grid_after(i):
             row = False  # (a line above a whole grid: a heading, not its first row)
+        if row and not grid and cells == 9:
+            count, end = rows_from(i)
+            if count % 9 == 1 and _TEXT.search(line):  # (a heading of 9 characters above whole grids, or none)
+                row = False
+            elif count % 9 == 1 and count > 1:  # (an id, or a row too many: which is not a row is unclear)
+                entries.append(PuzzleEntry(n, line, error=f"{count} rows of 9 cells follow each other from here: "
+                                                          "grids have 9, so one of them is not a grid's row"))
+                skip_to = end
+                continue
         if row:
             # a grid's row (within a grid, or just before a row of 9: one of a few cells too many or too few, damaged)
             grid.append((n, line, cells))
@@ -188,48 +206,66 @@ def read_puzzles(data: bytes | str) -> list[PuzzleEntry]:
             column = header_column(line) or column
         else:
             close_grid()
-            entries.append(_entry(n, puzzle_field(line, column) if cells > CELLS else line))
+            text = puzzle_field(line, column) if cells > CELLS else line
+            if text is not None:  # (None: the line holds a solution alone)
+                entries.append(_entry(n, text))
     close_grid()
     return entries
 
 
-FIELD_CELLS = 17  # cells (digits and `.`) a field needs to be read as a puzzle, whole or damaged; fewer: an id, a rating
+FIELD_CELLS = 17  # cells (digits and `.`) a line needs to be read as a puzzle, whole or damaged; fewer: an id, a rating
+GRID_FIELD_CELLS = 41  # cells a field of a longer line needs to be its puzzle (an id, a hash or a count has fewer)
 _CELL = re.compile(r"[0-9.]")
-_LETTER = re.compile(r"[^\W\d_]")
+_TEXT = re.compile(r"[^0-9.\s|+\-]")  # what no row of cells holds: letters, `/`, `:`, `#`...
 _FIELD_DELIMITERS = re.compile(r"[\s,;:=\"']+")
+_PUZZLE_WORDS = {"puzzle", "puzzles", "quiz", "quizzes", "question", "questions", "problem", "problems", "grid",
+                 "grids", "board", "boards", "sudoku", "sudokus", "unsolved"}
+_SOLUTION_WORDS = {"solution", "solutions", "solved", "answer", "answers", "output"}
+_OTHER_WORDS = _SOLUTION_WORDS | {"id", "count", "number", "num", "rating", "difficulty", "level", "clues", "givens"}
 
 
-_PUZZLE_KEY = re.compile(r"puzzle|quiz|question|problem|grid|board|given", re.IGNORECASE)
-_SOLUTION_KEY = re.compile(r"solution|answer|solved", re.IGNORECASE)
+def _names_puzzle(name: str) -> bool:
+    words = set(re.findall(r"[a-z]+", name.lower()))
+    return bool(words & _PUZZLE_WORDS) and not words & _OTHER_WORDS
+
+
+def _names_solution(name: str) -> bool:
+    return bool(set(re.findall(r"[a-z]+", name.lower())) & _SOLUTION_WORDS)
 
 
 def header_column(line: str) -> tuple[str, int] | None:
-    """(delimiter, index) of the column a CSV header names as the puzzle's (`quizzes`, `puzzle`, ...), or None."""
+    """(delimiter, index) of the column a CSV header names as the puzzle's (`quizzes`, `puzzle`; not `puzzle_id`,
+    `solved_grid`), or None."""
     for delimiter in (",", ";", "\t"):
         names = line.split(delimiter)
         if len(names) > 1:
-            return next(((delimiter, k) for k, name in enumerate(names) if _PUZZLE_KEY.search(name)), None)
+            return next(((delimiter, k) for k, name in enumerate(names) if _names_puzzle(name)), None)
     return None
 
 
-def puzzle_field(line: str, column: tuple[str, int] | None = None) -> str:
-    """The puzzle of a line that holds more: the column a CSV header named (`header_column`); else the field (delimited
-    by white space, `,`, `;`, `:`, `=` or quotes) of at least FIELD_CELLS cells after a key that names a puzzle
-    (`"puzzle": ...`), else the first such field not after a key that names a solution — a CSV's question before its
-    answer, a puzzle before its rating or note —, else the whole line (cells written apart, one field each)."""
+def puzzle_field(line: str, column: tuple[str, int] | None = None) -> str | None:
+    """The puzzle of a line that holds more: the column a CSV header named (`header_column`); else, of its fields
+    (delimited by white space, `,`, `;`, `:`, `=` or quotes) of at least GRID_FIELD_CELLS cells, the one after a key
+    that names a puzzle (`"puzzle": ...`), else the first not after a key that names a solution — a CSV's question
+    before its answer, a puzzle before its rating or note —; None when every such field is a solution's; else the
+    whole line (cells written apart, one field each)."""
     if column is not None and len(fields := line.split(column[0])) > column[1]:
         return fields[column[1]].strip().strip("\"'")
-    first, label = None, ""
+    first, label, solution = None, "", False
     for part in _FIELD_DELIMITERS.split(line):
-        if len(_CELL.findall(part)) >= FIELD_CELLS:
-            if _PUZZLE_KEY.search(label):
+        if len(_CELL.findall(part)) >= GRID_FIELD_CELLS:
+            if _names_puzzle(label):
                 return part
-            if first is None and not _SOLUTION_KEY.search(label):
+            if _names_solution(label):
+                solution = True
+            elif first is None:
                 first = part
             label = ""
         elif part:
             label = part
-    return first if first is not None else line
+    if first is not None:
+        return first
+    return None if solution else line
 
 
 def _entry(line: int, text: str) -> PuzzleEntry:

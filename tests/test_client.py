@@ -227,6 +227,38 @@ def test_an_answer_cut_short_is_retried_and_a_busy_server_is_not_dead(json_serve
         server.shutdown()
 
 
+def test_a_stream_cut_short_is_an_endpoint_error():
+    """(A server that went away mid-stream raised requests' own exception into the program's stream.)"""
+
+    class Cut(BaseHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802 (http.server's naming)
+            self.send_response(200)
+            self.end_headers()
+            self.wfile.write(b'{"server": "diffreason"}')
+
+        def do_POST(self):  # noqa: N802
+            self.rfile.read(int(self.headers["Content-Length"]))
+            self.send_response(200)
+            self.send_header("Content-Length", "1000")
+            self.end_headers()
+            self.wfile.write(b'data: {"text": "ab", "meta_info": {}}\n\n')
+
+        def log_message(self, *args):
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Cut)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        endpoints = Endpoints(f"http://127.0.0.1:{server.server_address[1]}", retries=0)
+        chunks = []
+        with pytest.raises(EndpointError, match="broke off the stream"):
+            for chunk in endpoints.stream({"text": "x"}):
+                chunks.append(chunk)
+        assert chunks == [{"text": "ab", "meta_info": {}}]
+    finally:
+        server.shutdown()
+
+
 def test_a_refused_request_fails_alone_and_the_others_are_answered(json_server):
     endpoints = Endpoints([json_server])
     bodies = [{"text": "a person", "sampling_params": {"json_schema": json.dumps(SCHEMA)}},

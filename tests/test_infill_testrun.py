@@ -95,6 +95,14 @@ def test_every_unittest_case_runs_and_any_failure_fails(ending):
     "def test_add():\n    assert add(2, 3) == 5\n\ndef test_twice():\n    test_add()\n",  # (called in another test)
     "import sys\nif sys.version_info > (3,):\n    def test_add():\n        assert add(2, 3) == 5\n",
     "class TestAdd:\n    def test_add(self):\n        assert add(2, 3) == 5\n",  # (pytest's class style)
+    "class Checks:\n    def test_add(self):\n        assert add(2, 3) == 5\n\nclass TestAdd(Checks):\n    pass\n",
+    "class TestAdd:\n    def setup_method(self, method):\n        self.a = 2\n\n    def test_add(self):\n"
+    "        assert add(self.a, 3) == 5\n",
+    "def setup_module():\n    global A\n    A = 2\n\ndef test_add():\n    assert add(A, 3) == 5\n",
+    # (a runner of the file's own that catches each failure: the test still failed)
+    "def test_add():\n    assert add(2, 3) == 5\n\nfor name, f in list(globals().items()):\n"
+    "    if name.startswith('test'):\n        try:\n            f()\n        except AssertionError:\n"
+    "            print('FAIL', name)\n",
 ])
 def test_test_functions_the_file_never_calls_are_run(tests):
     """(Any call of a test function anywhere, or of `main`, switched them all off; under `if` or in a pytest class
@@ -111,6 +119,7 @@ def test_helper_classes_named_test_star_with_a_constructor_are_left_alone():
     ("def test_add(tmp_path):\n    pass\n", "test_add (line 1) takes arguments (pytest fixtures are not supported)"),
     ("async def test_add():\n    pass\n", "test_add (line 1) is async"),
     ("if True:\n    def test_add(x):\n        pass\n", "test_add (line 2) takes arguments"),
+    ("class TestAdd:\n    def test_add(self, tmp_path):\n        pass\n", "test_add (line 2) takes arguments"),
 ])
 def test_test_functions_the_run_cannot_call_are_refused(tests, message):
     with pytest.raises(InfillInputError, match=message.replace("(", r"\(").replace(")", r"\)")):
@@ -126,3 +135,14 @@ def test_a_failure_names_the_line_of_the_tests():
     assert not passed and failure_line(stderr) == "AssertionError (tests.py line 2: assert add(2, 3) == 5)"
     passed, stderr = verdict(WRONG, UNITTEST)
     assert failure_line(stderr).startswith("AssertionError: -1 != 5 (tests.py line 5: self.assertEqual(add(2, 3), 5))")
+
+
+def test_a_failure_in_the_code_names_its_line_and_an_early_exit_says_so():
+    """(The code's frames carry the sandbox's absolute path: the summary named a line of the code as the error; a
+    run that left early showed unittest's last word, "OK".)"""
+    r = run_tests("def add(a, b):\n    return a + c\n", "assert add(2, 3) == 5\n", module="app", timeout=20.0,
+                  isolation="auto")
+    assert failure_line(r.stderr, r.reason) == "NameError: name 'c' is not defined (src/app.py line 2: return a + c)"
+    tests = UNITTEST + "\nimport sys\nsys.exit(not unittest.main(exit=False).result.wasSuccessful())\n"
+    r = run_tests(ADD, tests, module="app", timeout=20.0, isolation="auto")
+    assert not r.passed and failure_line(r.stderr, r.reason).startswith("left before the end of the program")

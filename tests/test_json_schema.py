@@ -696,6 +696,9 @@ def test_pydantic_discriminated_union_compiles_to_one_of():
                                                                 "enum": [1, 1.0, 1.5, True, None, "x"]}}},
      [{"a": 1}, {"a": None}]),
     ({"type": "object", "required": ["a"], "properties": {"a": {"type": "string", "const": "x"}}}, [{"a": "x"}]),
+    # two enums meet by JSON equality, within arrays too: [false, true] is not [0, true] (fuzz seed 61213)
+    ({"type": "object", "required": ["b"], "properties": {"b": {"allOf": [
+        {"enum": [[False, True], [1]]}, {"enum": [[0, True], [1]]}]}}}, [{"b": [1]}]),
 ])
 def test_enum_values_must_satisfy_the_whole_schema(schema, allowed):
     compiled = compile_schema(schema, TOK)

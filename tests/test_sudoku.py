@@ -757,10 +757,27 @@ def test_a_field_named_as_the_puzzle_is_read_not_the_solution():
     """(A JSON line or a CSV whose solution came first was read as the solution, scored solved.)"""
     k = S.generate("easy", 3)
     puzzle, solution = S.to_string(k.puzzle).replace(".", "0"), "".join(map(str, k.solution))
-    json_line = f'{{"solution": "{solution}", "puzzle": "{puzzle}"}}'
-    csv = f"solutions,quizzes\n{solution},{puzzle}\n"
-    for text in (json_line, csv):
+    for text in (f'{{"solution": "{solution}", "puzzle": "{puzzle}"}}',
+                 f'{{"solution_grid": "{solution}", "puzzle_grid": "{puzzle}"}}',
+                 f"solutions,quizzes\n{solution},{puzzle}\n",
+                 f"solved_grid,grid\n{solution},{puzzle}\n",
+                 f"puzzle_id,puzzle,solution\n7,{puzzle},{solution}\n",  # (not the id's column)
+                 f"id,givens,puzzle,solution\n7,30,{puzzle},{solution}\n",
+                 f"0f8fad5b-d9cb-469f-a165-70867728950e,{puzzle},{solution}\n",  # (an id of fewer than 41 cells)
+                 f"1234567890123456789 {puzzle}\n",
+                 f"solution: {solution}\npuzzle: {puzzle}\n"):  # (a line with a solution alone is no puzzle)
         assert [e.cells for e in S.read_puzzles(text)] == [k.puzzle], text
+
+
+def test_a_footer_under_a_grid_is_skipped_and_an_extra_digit_row_is_an_error_not_a_guess():
+    a, b = (S.to_string(S.generate("easy", k).puzzle).replace(".", "0") for k in range(2))
+    grid = "\n".join(a[9 * i: 9 * i + 9] for i in range(9))
+    assert [(e.line, e.cells is not None) for e in S.read_puzzles(f"{grid}\nBeginner 1\n\n{b}\n")] == [
+        (1, True), (12, True)]
+    entries = S.read_puzzles(f"100000000\n{grid}\n\n{b}\n")  # (an id, or a row too many: unclear which)
+    assert [(e.line, e.cells is not None) for e in entries] == [(1, False), (12, True)]
+    assert entries[0].error == "10 rows of 9 cells follow each other from here: grids have 9, so one of them is not " \
+        "a grid's row"
 
 
 def test_cli_eval_reads_puzzle_files_as_sets_with_their_difficulty(tmp_path):

@@ -4,19 +4,23 @@
     result = run_tests(filled, tests, module="app", timeout=10.0, isolation="auto")   # a SandboxResult
 
 The filled code runs first as a module of its own name (`module`: the file's; `src/app.py` in the sandbox, so
-tracebacks show its lines; importable — `from app import add` — unless the name is a standard library module's, as
-in Python, where the library's comes first; its `if __name__ == "__main__":` block does not run), then the tests run
-as the main program with the code's names in scope (`assert add(2, 3) == 5` works without an import). The tests pass
-when the program runs to its end (`run_python`'s verdict "last": any `SystemExit` fails, so a fill that exits early
-— `sys.exit(0)` in a body, `raise SystemExit` — never passes) and no unittest test failed anywhere:
+tracebacks show its lines; importable — `from app import add` — unless the name is a standard library module's: the
+library's module stays what `import` gives, where Python would take a local file for one not yet imported; its
+`if __name__ == "__main__":` block does not run), then the tests run as the main program with the code's names in
+scope (`assert add(2, 3) == 5` works without an import). The tests pass when the program runs to its end
+(`run_python`'s verdict "last": any `SystemExit` fails, so a fill that exits early — `sys.exit(0)` in a body,
+`raise SystemExit` — never passes) and no test failed anywhere:
 
-- `unittest.main()` runs with `exit=False`; every unittest failure or error, whoever ran the test, fails the run;
+- `unittest.main()` runs with `exit=False`; every unittest failure or error, whoever ran the test, fails the run, and
+  so does a `test*` function that raised, even when the file's own runner caught it;
 - tests the file defines but did not run are run after it: each `test*` function defined outside classes and
   functions (under `if` or `try` too) that was never called, each TestCase test that never ran (a `defaultTest`
-  may have named a few), and the `test*` methods of pytest-style `Test*` classes.
+  may have named a few), and the `test*` methods (inherited too) of pytest-style `Test*` classes without a
+  constructor — a fresh instance each, with `setup_method` / `teardown_method` — between the file's `setup_module()`
+  and `teardown_module()` when it has them.
 
-A `test*` function the file never mentions again and that takes arguments (pytest fixtures) or is async is refused
-up front (`check_test_functions`): nothing could call it.
+A `test*` function or pytest-style method the file never mentions again and that takes arguments (pytest fixtures)
+or is async is refused up front (`check_test_functions`): nothing could call it.
 """
 
 from __future__ import annotations
@@ -84,7 +88,11 @@ def __diffreason_tests(module_name, code_path, tests_path):
         @functools.wraps(function)
         def tracked(*args, **kwargs):
             called.add(tracked)
-            return function(*args, **kwargs)
+            try:
+                return function(*args, **kwargs)
+            except BaseException:  # (a failure the file's own runner may catch still fails the run)
+                failed.append(function.__name__)
+                raise
 
         latest[function.__name__] = tracked
         return tracked
@@ -102,22 +110,32 @@ def __diffreason_tests(module_name, code_path, tests_path):
     exec(compile(ast.fix_missing_locations(Decorate().visit(tree)), tests_path, "exec", dont_inherit=True), g)
     g.pop("__diffreason_track", None)
 
-    for tracked in list(latest.values()):
-        if tracked not in called:
-            tracked()
     cases = [v for v in list(g.values()) if isinstance(v, type) and v.__module__ == "__main__"]
+    plain = [c for c in cases if not issubclass(c, unittest.TestCase) and c.__name__.startswith("Test")
+             and type(c) is type and "__init__" not in vars(c)]  # (pytest's rule: no constructor of its own)
+    functions = [t for t in latest.values() if t not in called]
+    if (plain or functions) and callable(g.get("setup_module")):
+        g["setup_module"]()
+    for tracked in functions:
+        tracked()
+    for case in plain:
+        for name in dir(case):
+            if name.startswith("test") and callable(getattr(case, name)):
+                instance = case()  # (a fresh one per test, as pytest makes)
+                if callable(getattr(instance, "setup_method", None)):
+                    instance.setup_method(getattr(instance, name))
+                getattr(instance, name)()
+                if callable(getattr(instance, "teardown_method", None)):
+                    instance.teardown_method(getattr(instance, name))
+    if (plain or functions) and callable(g.get("teardown_module")):
+        g["teardown_module"]()
     for case in cases:
         if issubclass(case, unittest.TestCase):
             left = [t for t in unittest.defaultTestLoader.loadTestsFromTestCase(case) if t.id() not in ran]
             if left:
                 unittest.TextTestRunner(stream=sys.stderr).run(unittest.TestSuite(left))
-        elif case.__name__.startswith("Test") and type(case) is type and "__init__" not in vars(case):
-            instance = case()  # (pytest's rule: a Test* class with no constructor of its own)
-            for name, member in list(vars(case).items()):
-                if name.startswith("test") and callable(member):
-                    getattr(instance, name)()
     if failed:
-        print(f"{len(failed)} unittest test(s) failed: {failed[0]}", file=sys.stderr)
+        print(f"{len(failed)} test(s) failed: {failed[0]}", file=sys.stderr)
         raise SystemExit(1)
 
 
@@ -129,21 +147,26 @@ def check_test_functions(tests: str, where: str = "the tests") -> None:
     (pytest fixtures) or is async, when the file never mentions its name again: the run would have to call it and
     cannot. `tests` must parse (`holes.check_tests`)."""
     tree = ast.parse(tests)
-    defined, stack = [], list(tree.body)
+    defined, methods, stack = [], [], list(tree.body)
     while stack:  # (statements outside functions and classes: under `if`, `try`, `with`, loops too)
         node = stack.pop(0)
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
             if node.name.startswith("test"):
                 defined.append(node)
-        elif not isinstance(node, ast.ClassDef):
+        elif isinstance(node, ast.ClassDef):
+            if node.name.startswith("Test") and not node.bases:  # (a pytest-style class: its methods take self)
+                methods += [n for n in node.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))
+                            and n.name.startswith("test")]
+        else:
             stack.extend(n for n in ast.iter_child_nodes(node) if isinstance(n, ast.stmt))
     mentioned = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
-    for node in defined:
+    mentioned |= {n.attr for n in ast.walk(tree) if isinstance(n, ast.Attribute)}
+    for node in defined + methods:
         if node.name in mentioned:
             continue
         args = node.args
         required = len(args.posonlyargs) + len(args.args) - len(args.defaults) + sum(
-            d is None for d in args.kw_defaults)
+            d is None for d in args.kw_defaults) - (node in methods)
         if isinstance(node, ast.AsyncFunctionDef):
             raise InfillInputError(f"{where}: {node.name} (line {node.lineno}) is async: only plain test functions "
                                    "are run")
@@ -176,26 +199,27 @@ def run_tests(code: str, tests: str, *, module: str = DEFAULT_MODULE, tests_name
 
 
 _FRAME = re.compile(r'\s*File "([^"]+)", line (\d+)')
+_SANDBOX_DIR = re.compile(r"^.*/diffreason-sandbox-[^/]+/")  # (a path in the run's working directory: relative)
 
 
 def failure_line(stderr: str, reason: str = "") -> str:
-    """What a failed run's stderr says went wrong, in one line: the exception of its first traceback that names the
-    tests or the code, with the innermost such line (`AssertionError (tests.py line 3: assert add(2, 3) == 5)`); else
-    stderr's last line, else `reason`."""
+    """What a failed run says went wrong, in one line: the exception of stderr's first traceback that names the tests
+    or the code, with the innermost such line (`AssertionError (tests.py line 3: assert add(2, 3) == 5)`); without
+    a traceback, the sandbox's `reason` (a run that left early: its stderr's last line may be unittest's "OK"), else
+    stderr's last line."""
     lines = [line.rstrip() for line in stderr.splitlines() if line.strip()]
-    if not lines:
+    starts = [k for k, line in enumerate(lines) if line.startswith("Traceback")]
+    for start, end in zip(starts, starts[1:] + [len(lines)]):  # (the first that names the tests or the code)
+        frames = [(k, _SANDBOX_DIR.sub("", m.group(1)), m.group(2)) for k, line in enumerate(lines[start:end], start)
+                  if (m := _FRAME.match(line))]
+        ours = [f for f in frames if f[1] != "main.py" and not f[1].startswith(("/", "<"))]
+        if not ours:
+            continue
+        k, path, number = ours[-1]
+        source = lines[k + 1].strip() if k + 1 < end and not _FRAME.match(lines[k + 1]) else ""
+        # the exception: the first line at the margin after the traceback's innermost frame
+        error = next((line for line in lines[frames[-1][0] + 1: end] if not line.startswith(" ")), lines[end - 1])
+        return f"{error.strip()} ({path} line {number}: {source})"[:300]
+    if reason:
         return reason[:300]
-    starts = [k for k, line in enumerate(lines) if line.startswith("Traceback")] + [len(lines)]
-    frames = []
-    for start, end in zip(starts, starts[1:]):  # (the first traceback that names the tests or the code)
-        frames = [(k, m) for k, line in enumerate(lines[start:end], start) if (m := _FRAME.match(line))
-                  and m.group(1) != "main.py" and not m.group(1).startswith(("/", "<"))]
-        if frames:
-            break
-    if not frames:
-        return lines[-1].strip()[:300]
-    k, m = frames[-1]
-    rest = [line.strip() for line in lines[k + 1:]]
-    source = rest[0] if rest and not _FRAME.match(lines[k + 1]) else ""
-    error = next((line for line in rest[1:] if not _FRAME.match(line) and set(line) - set("^~ ")), lines[-1].strip())
-    return f"{error} ({m.group(1)} line {m.group(2)}: {source})"[:300]
+    return lines[-1].strip()[:300] if lines else ""

@@ -20,7 +20,7 @@ from typing import Any
 
 from diffreason.errors import SchemaError
 from diffreason.tasks.json_schema.base import (
-    DepthLimit, NoValue, TooComplex, finite_values, json_type, lcm, positive_number,
+    DepthLimit, NoValue, TooComplex, finite_values, json_equal, json_type, lcm, positive_number,
 )
 from diffreason.tasks.json_schema.keywords import (
     EXCLUDED, FINITE_TYPES, GENERIC, KEYWORDS, NEGATED_BOUNDS, NEGATION_ORDER, NOT_MULTIPLES, VALIDATION_KEYWORDS,
@@ -189,7 +189,7 @@ class NegationMixin:
             exact = narrowed == types
         elif set(types) <= FINITE_TYPES.keys():  # true, false, null: the values left
             left = [v for t in types for v in FINITE_TYPES[t]
-                    if not any(v == w and json_type(v) == json_type(w) for w in values)]
+                    if not any(json_equal(v, w) for w in values)]
             options.append({**rest, "enum": left} if left else None)
         else:  # numbers, arrays, objects of the enum's types: no complement written
             exact = False
@@ -540,7 +540,7 @@ class NegationMixin:
         finite_a = finite_values(a)
         finite_b = finite_values(b)
         if finite_a is not None and finite_b is not None:
-            return not any(x == y and json_type(x) == json_type(y) for x in finite_a for y in finite_b)
+            return not any(json_equal(x, y) for x in finite_a for y in finite_b)
         if finite_b is not None and not any(self.valid(v, a) for v in finite_b):
             return True  # we write only values `a` accepts, and `a` accepts none of b's
         if finite_a is not None and raw_b is not None and not any(self.valid(v, raw_b) for v in finite_a):

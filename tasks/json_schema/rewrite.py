@@ -16,7 +16,7 @@ from urllib.parse import unquote
 from diffreason import limits
 from diffreason.errors import SchemaError
 from diffreason.tasks.json_schema.base import (
-    DepthLimit, NoValue, TooComplex, json_equal, json_type, lcm, positive_number,
+    DepthLimit, NoValue, TooComplex, json_equal, lcm, positive_number,
 )
 from diffreason.tasks.json_schema.keywords import (
     ANNOTATIONS, ANY_VALUE, KEYWORDS, MULTIPLES, PATTERNS, REFS, VALIDATION_KEYWORDS,
@@ -234,7 +234,7 @@ class RewriteMixin:
         return True
 
     def merge_enum(self, out: dict, key: str, mine: Any, value: Any, path: str) -> bool:
-        out[key] = [v for v in mine if any(v == w and json_type(v) == json_type(w) for w in value)]
+        out[key] = [v for v in mine if any(json_equal(v, w) for w in value)]  # (deep: [false] is not [0])
         return True
 
     def merge_const(self, out: dict, key: str, mine: Any, value: Any, path: str) -> bool:
