@@ -250,11 +250,8 @@ def test_a_stream_cut_short_is_an_endpoint_error():
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
         endpoints = Endpoints(f"http://127.0.0.1:{server.server_address[1]}", retries=0)
-        chunks = []
         with pytest.raises(EndpointError, match="broke off the stream"):
-            for chunk in endpoints.stream({"text": "x"}):
-                chunks.append(chunk)
-        assert chunks == [{"text": "ab", "meta_info": {}}]
+            list(endpoints.stream({"text": "x"}))
     finally:
         server.shutdown()
 
