@@ -36,7 +36,7 @@ DEFAULT_MODULE = "solution"  # the filled code's module name when the code has n
 # The sandboxed program: everything in one function, so the tests' names cannot shadow the driver's.
 DRIVER = '''\
 def __diffreason_tests(module_name, code_path, tests_path):
-    import ast, functools, importlib.util, sys, types, unittest
+    import ast, functools, importlib.util, os, sys, types, unittest
 
     g = globals()
     del g["__diffreason_tests"]
@@ -44,7 +44,7 @@ def __diffreason_tests(module_name, code_path, tests_path):
     module = importlib.util.module_from_spec(spec)
     if module_name not in sys.modules and module_name not in sys.stdlib_module_names:
         sys.modules[module_name] = module
-        sys.path.insert(0, __import__("os").path.abspath(__import__("os").path.dirname(code_path)))  # (reload)
+        sys.path.insert(0, os.path.abspath(os.path.dirname(code_path)))  # (importlib.reload finds it there)
     spec.loader.exec_module(module)
     g.update({k: v for k, v in vars(module).items() if not (k.startswith("__") and k.endswith("__"))})
 
