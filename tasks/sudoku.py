@@ -104,10 +104,9 @@ def read_puzzles(data: bytes | str) -> list[PuzzleEntry]:
     nine rows of 9 cells is never their grid's first row; ten rows of 9 digits in a row are an error: one is not a
     row, but which is unclear). A line that holds more than a puzzle (CSV fields, a puzzle and its solution, a
     rating, a `// note`) reads its puzzle field (`puzzle_field`: the column a CSV header names, the field after a
-    `puzzle` key, else the first of at least `FIELD_CELLS` cells): a damaged puzzle there is an error, never passed
-    over for the solution after it. Bytes are read as UTF-8 line by
-    line (a line that is not UTF-8 is an entry with an error; a byte order mark is dropped); lines end at \n, \r\n
-    or \r.
+    `puzzle` key, else the first of at least `GRID_FIELD_CELLS` cells): a damaged puzzle there is an error, never
+    passed over for the solution after it. Bytes are read as UTF-8 line by line (a line that is not UTF-8 is an entry
+    with an error; a byte order mark is dropped); lines end at \n, \r\n or \r.
     """
     if isinstance(data, str):  # (as bytes, so that lines end where they do in bytes: not at \f or \x1c)
         data = data.encode("utf-8", "surrogatepass")

@@ -40,6 +40,18 @@ def dead_url() -> str:
         return f"http://127.0.0.1:{s.getsockname()[1]}"
 
 
+class InfoServer(BaseHTTPRequestHandler):
+    """A server whose model info says it is diffreason's; tests add `do_POST`."""
+
+    def do_GET(self):  # noqa: N802 (http.server's naming)
+        self.send_response(200)
+        self.end_headers()
+        self.wfile.write(b'{"server": "diffreason"}')
+
+    def log_message(self, *args):
+        pass
+
+
 @pytest.fixture
 def busy_url():
     """A real HTTP server that answers every request 503 (a router whose workers are all busy)."""
@@ -162,16 +174,7 @@ def test_a_server_that_stops_mid_run_fails_the_waiting_requests_at_once():
     its own tries: an eval against a server that stopped hung for an hour.) After `retries` + 1 refused tries in a
     row the server is dead: the requests still waiting fail without a try of their own."""
 
-    class Info(BaseHTTPRequestHandler):
-        def do_GET(self):  # noqa: N802 (http.server's naming)
-            self.send_response(200)
-            self.end_headers()
-            self.wfile.write(b'{"server": "diffreason"}')
-
-        def log_message(self, *args):
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Info)
+    server = ThreadingHTTPServer(("127.0.0.1", 0), InfoServer)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     endpoints = Endpoints(f"http://127.0.0.1:{server.server_address[1]}", concurrency=4, retries=2, backoff=0.05)
     endpoints.check()
@@ -188,13 +191,8 @@ def test_an_answer_cut_short_is_retried_and_a_busy_server_is_not_dead(json_serve
     request whose only other server was found dead while it waited hung for ever; a server that was busy, then
     refused one connection, was declared dead for good.)"""
 
-    class Flaky(BaseHTTPRequestHandler):
+    class Flaky(InfoServer):
         posts = 0
-
-        def do_GET(self):  # noqa: N802 (http.server's naming)
-            self.send_response(200)
-            self.end_headers()
-            self.wfile.write(b'{"server": "diffreason"}')
 
         def do_POST(self):  # noqa: N802
             Flaky.posts += 1
@@ -210,9 +208,6 @@ def test_an_answer_cut_short_is_retried_and_a_busy_server_is_not_dead(json_serve
             else:
                 self.close_connection = True  # (no answer at all)
                 self.connection.shutdown(socket.SHUT_RDWR)
-
-        def log_message(self, *args):
-            pass
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Flaky)
     threading.Thread(target=server.serve_forever, daemon=True).start()
@@ -230,21 +225,13 @@ def test_an_answer_cut_short_is_retried_and_a_busy_server_is_not_dead(json_serve
 def test_a_stream_cut_short_is_an_endpoint_error():
     """(A server that went away mid-stream raised requests' own exception into the program's stream.)"""
 
-    class Cut(BaseHTTPRequestHandler):
-        def do_GET(self):  # noqa: N802 (http.server's naming)
-            self.send_response(200)
-            self.end_headers()
-            self.wfile.write(b'{"server": "diffreason"}')
-
+    class Cut(InfoServer):
         def do_POST(self):  # noqa: N802
             self.rfile.read(int(self.headers["Content-Length"]))
             self.send_response(200)
             self.send_header("Content-Length", "1000")
             self.end_headers()
             self.wfile.write(b'data: {"text": "ab", "meta_info": {}}\n\n')
-
-        def log_message(self, *args):
-            pass
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Cut)
     threading.Thread(target=server.serve_forever, daemon=True).start()
