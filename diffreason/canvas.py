@@ -42,6 +42,9 @@ class CanvasTemplate:
     ):
         self.vocab_size = int(vocab_size)
         self.slots = tuple(slots)
+        # the constraint it was compiled from, as a server takes it (`structured.constraint_template`): ("regex" or
+        # "json_schema", the text, max_tokens or None); None for any other template (and any template made from it)
+        self.source: tuple[str, str, int | None] | None = None
         self.fixed = torch.as_tensor(fixed, dtype=torch.long).flatten().clone()
         n = self.fixed.numel()
         self.mask_index = (

@@ -344,13 +344,23 @@ class RemoteEngine:
         self.default_max_new_tokens = default_max_new_tokens  # for unconstrained requests without a length
 
     def body(self, request) -> dict:
-        """The `/generate` body of a `GenerationRequest`."""
+        """The `/generate` body of a `GenerationRequest`: a template compiled from a regex or a JSON Schema
+        (`structured.constraint_template`) as that regex / schema, with the max_tokens it was compiled for (the
+        server compiles it with the same function); any other template as its positions."""
         prompt = request.prompt
         body: dict = {"text": prompt} if isinstance(prompt, str) else {"input_ids": [int(t) for t in prompt]}
         params: dict = {}
-        if request.template is not None:
-            params["custom_params"] = {"diffreason_template": json.dumps(request.template.to_positions())}
-        default = len(request.template) if request.template is not None else self.default_max_new_tokens
+        template, default = request.template, self.default_max_new_tokens
+        source = getattr(template, "source", None)
+        if source is not None:
+            from diffreason.tasks.json_schema.base import Budget
+
+            kind, text, max_tokens = source
+            params[kind] = text
+            default = max_tokens or (len(template) if kind == "regex" else Budget.max_length)
+        elif template is not None:
+            params["custom_params"] = {"diffreason_template": json.dumps(template.to_positions())}
+            default = len(template)
         params["max_new_tokens"] = int(request.max_new_tokens or default)
         body["sampling_params"] = params
         return body
@@ -364,10 +374,19 @@ class RemoteEngine:
         if callback is not None or step_hook is not None or on_canvas is not None:
             raise ConfigError("step callbacks and step hooks (e.g. Sudoku's verified mode) run inside the engine; "
                               "a server runs the plain sampler only")
-        bodies = [self.body(r) for r in requests]
+        bodies: list = []
+        for r in requests:  # (a request that cannot be sent is its own error; the others still go)
+            try:
+                bodies.append(self.body(r))
+            except DiffreasonError as exc:
+                bodies.append(EndpointError(f"the request cannot be sent: {exc}"))
+        sendable = [i for i, b in enumerate(bodies) if not isinstance(b, EndpointError)]
         started = time.perf_counter()
-        answers = self.endpoints.map(bodies, [r.seed for r in requests], progress)
-        seconds = (time.perf_counter() - started) / max(1, len(answers))
+        sent = self.endpoints.map([bodies[i] for i in sendable], [requests[i].seed for i in sendable], progress)
+        answers = list(bodies)
+        for i, answer in zip(sendable, sent):
+            answers[i] = answer
+        seconds = (time.perf_counter() - started) / max(1, len(sent))
         results = [a if isinstance(a, EndpointError) else _result_or_error(a, r.prompt, seconds)
                    for a, r in zip(answers, requests)]
         failed = [a for a in results if isinstance(a, EndpointError)]

@@ -75,6 +75,8 @@ def constraint_template(
     if max_tokens is not None and len(template) > max_tokens:  # (a JSON value's scaffold may need more)
         raise TemplateError(f"max_new_tokens={max_tokens} is shorter than the constrained output "
                             f"({len(template)} tokens)")
+    template.source = ("regex", regex, max_tokens) if regex is not None else (
+        "json_schema", json.dumps(json_schema), max_tokens)
     return template, compiled
 
 

@@ -485,6 +485,23 @@ def test_the_pruned_pass_gives_the_joint_passes_path(regex, length, seed, ties, 
     assert pruned_best_path(a, lp) == expected and a.accepts(expected)
 
 
+def test_a_class_range_over_the_surrogates_is_split_around_them():
+    """(`[\\u0080-\\U0010ffff]` was refused: its surrogates cannot be spelled in UTF-8, and the byte conversion failed on
+    them.) The range becomes two, and what the slot writes is a full match."""
+    from diffreason.constrain.regex import from_python
+    from diffreason.structured import constraint_template
+
+    assert from_python(r"[\u0080-\U0010ffff]{2}") == "[\x80-\ud7ff\ue000-\U0010ffff]{2}"
+    assert from_python(r"[-\U0001F600]") == "[-\U0001F600]" and from_python("é-ü") == "é-ü"  # (no range: kept)
+    template, _ = constraint_template(TOK, 64, regex=r"[\u0080-\U0010ffff]{2}")
+    slot = template.slots[0]
+    g = torch.Generator().manual_seed(0)
+    for _ in range(10):
+        path = slot.automaton.best_path(torch.randn(slot.length, len(TOK), generator=g).log_softmax(-1), slot.backward)
+        text = TOK.decode([t for t in path if t != PAD])
+        assert re.fullmatch(r"[\u0080-\U0010ffff]{2}", text, re.ASCII), text
+
+
 @pytest.mark.parametrize("regex", [".", "(?s).{2}", "[^é]", "é|[^x]"])
 def test_any_character_is_one_valid_utf8_character_never_stray_bytes(regex):
     """Every token sequence the automaton accepts decodes (strict UTF-8) to a full match: `.` once took any lead byte

@@ -271,6 +271,33 @@ def test_a_batch_with_a_refused_request_keeps_the_answered_ones(json_server):
         "GenerationResult", "EndpointError", "GenerationResult"]
 
 
+def test_regex_and_schema_templates_travel_as_their_constraint_and_give_the_local_tokens(json_server):
+    """(A template compiled from a regex or a schema could not be sent: every batch holding one raised a TemplateError
+    and nothing was answered.) The server samples with reference draws: the local engine does too here."""
+    from diffreason import Engine
+    from diffreason.canvas import CanvasTemplate
+    from diffreason.engine import GenerationRequest
+    from diffreason.structured import constraint_template
+
+    lm = load_model(EMBEDDED_JSON)
+    regex, _ = constraint_template(lm.tokenizer, lm.canvas_length, regex="[A-Z]{3}-[0-9]{2}")
+    schema, _ = constraint_template(lm.tokenizer, lm.canvas_length, json_schema=SCHEMA)
+    requests = [GenerationRequest("a code", template=regex, seed=4), GenerationRequest("a person", template=schema,
+                                                                                      seed=5)]
+    remote = RemoteEngine(Endpoints([json_server])).generate_batch(requests)
+    local = Engine(lm).generate_batch(requests)
+    assert [r.tokens for r in remote] == [r.tokens for r in local] and [r.steps for r in remote] == [
+        r.steps for r in local]
+    assert re.fullmatch("[A-Z]{3}-[0-9]{2}", remote[0].text)
+    jsonschema.validate(json.loads(remote[1].text), SCHEMA)
+    # a template with slots but no source (made by hand) cannot travel: that request alone fails
+    hand = CanvasTemplate.from_regex("[a-z]{2}", lm.tokenizer, 4)
+    results = RemoteEngine(Endpoints([json_server])).generate_batch(
+        [GenerationRequest("x", template=hand, seed=1), requests[0]], return_errors=True)
+    assert isinstance(results[0], EndpointError) and "cannot be sent" in str(results[0])
+    assert results[1].tokens == remote[0].tokens
+
+
 def test_a_program_runs_on_a_server_as_it_runs_locally(json_server):
     import sglang as sgl
 

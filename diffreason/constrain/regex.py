@@ -191,14 +191,27 @@ def from_python(regex) -> str:
     if folded is not None:
         raise TemplateError(f"regex {regex!r}: case-insensitive matching of {folded!r} is not supported (re.ASCII "
                             "folds only ASCII letters; the parser would fold it too); spell out the cases you want")
-    out, anchors, i, in_class = [], [], 0, False
+    out, anchors, i, in_class, class_start = [], [], 0, False, 0
+
+    def push(char: str) -> None:
+        """Append a character; in a class, a range over the surrogates (which no UTF-8 text holds) is split around
+        them, so that its characters can be spelled in bytes."""
+        if in_class and len(out) - 2 > class_start and out[-1] == "-" and len(out[-2]) == 1:
+            low, high = ord(out[-2]), ord(char)
+            parts = [(a, b) for a, b in ((low, min(high, 0xD7FF)), (max(low, 0xE000), high)) if a <= b]
+            if low <= 0xDFFF and high >= 0xD800 and parts:  # (surrogates alone: left for the parser to refuse)
+                del out[-2:]
+                out.extend(chr(a) if a == b else f"{chr(a)}-{chr(b)}" for a, b in parts)
+                return
+        out.append(char)
+
     while i < len(regex):
         char = regex[i]
         if char == "\\" and i + 1 < len(regex):
             width = _HEX_ESCAPES.get(regex[i + 1])
             if width is not None:  # (re.compile checked the digits)
                 char = chr(int(regex[i + 2:i + 2 + width], 16))
-                out.append(f"\\x{ord(char):02x}" if ord(char) < 0x80 and not char.isalnum() else char)
+                push(f"\\x{ord(char):02x}" if ord(char) < 0x80 and not char.isalnum() else char)
                 i += 2 + width
                 continue
             if not in_class and regex[i + 1] in "AZbB":
@@ -209,7 +222,7 @@ def from_python(regex) -> str:
         if in_class:
             in_class = char != "]"
         elif char == "[":
-            in_class = True
+            in_class, class_start = True, len(out)
             start = regex[i + 1:i + 2] == "^"
             out.append(regex[i:i + 1 + start])  # ("[" or "[^"; a "]" first in a class is a literal: taken next,
             i += 1 + start  # escaped, since the parser would end the class there)
@@ -219,7 +232,7 @@ def from_python(regex) -> str:
             continue
         elif char in "^$":
             anchors.append(len(out))
-        out.append(char)
+        push(char)
         i += 1
     if out and out[-1] in ("$", "\\Z") and anchors and anchors[-1] == len(out) - 1:
         out.pop()
