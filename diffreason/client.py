@@ -69,6 +69,21 @@ def parse_endpoints(spec: str | Sequence[str]) -> list[str]:
     return urls
 
 
+class _Streak:
+    """Failures of one kind in a row at one server, each outage counted once: a try taken before the last counted
+    failure was already in flight (the tries of one wave that fail together count as one)."""
+
+    def __init__(self):
+        self.count, self.since = 0, float("-inf")
+
+    def add(self, taken: float, now: float) -> bool:
+        """Count a failure of a try taken at `taken`, unless it was in flight when the last one counted."""
+        if taken < self.since:
+            return False
+        self.count, self.since = self.count + 1, now
+        return True
+
+
 DEAD_SECONDS = 30.0  # how long a server that refused `retries` + 1 tries in a row is left out before a new try
 
 
@@ -90,10 +105,8 @@ class Endpoints:
         self._lock = threading.Condition()
         self._in_flight = dict.fromkeys(self.urls, 0)
         self._down_until = dict.fromkeys(self.urls, 0.0)
-        self._cooled_at = dict.fromkeys(self.urls, float("-inf"))  # when its last cool-down began
-        self._failed_in_row = dict.fromkeys(self.urls, 0)  # tries sent after a cool-down began that failed, in a row
-        self._refused_at = dict.fromkeys(self.urls, float("-inf"))  # ... the same for refused connections alone
-        self._refused_in_row = dict.fromkeys(self.urls, 0)
+        self._failed = {u: _Streak() for u in self.urls}  # failures in a row (cool-downs)
+        self._refused = {u: _Streak() for u in self.urls}  # refused connections in a row (a dead server)
         self._dead_until = dict.fromkeys(self.urls, 0.0)  # refused `retries` + 1 tries in a row: not tried until then
         self._rid_locks = [threading.Lock() for _ in range(4096)]
         self._info: dict[str, dict] = {}
@@ -170,22 +183,18 @@ class Endpoints:
         with self._lock:
             self._in_flight[url] -= 1
             now = time.monotonic()
-            if failed and taken >= self._cooled_at[url]:
-                self._failed_in_row[url] += 1
-                self._cooled_at[url] = now
-                self._down_until[url] = now + self.backoff * 2 ** min(self._failed_in_row[url] - 1, 8)
+            if failed and self._failed[url].add(taken, now):
+                self._down_until[url] = now + self.backoff * 2 ** min(self._failed[url].count - 1, 8)
             if failed:
                 self.failures += 1
             if failed is False:
-                self._failed_in_row[url] = 0
-            if refused and taken >= self._refused_at[url]:
-                self._refused_in_row[url] += 1
-                self._refused_at[url] = now
-                if self._refused_in_row[url] > self.retries:  # (tried again afresh when its time is up)
-                    self._dead_until[url] = now + DEAD_SECONDS
-                    self._refused_in_row[url] = self._failed_in_row[url] = 0
-            elif failed is not None and not refused:  # (it answered, if only that it is busy: it is up)
-                self._refused_in_row[url] = 0
+                self._failed[url].count = 0
+            if refused:
+                if self._refused[url].add(taken, now) and self._refused[url].count > self.retries:
+                    self._dead_until[url] = now + DEAD_SECONDS  # (tried again afresh when its time is up)
+                    self._refused[url].count = self._failed[url].count = 0
+            elif failed is not None:  # (it answered, if only that it is busy: it is up)
+                self._refused[url].count = 0
             self._lock.notify_all()
 
     def post(self, body: dict, seed: int | None = None, stream: bool = False) -> Any:

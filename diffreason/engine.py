@@ -408,11 +408,12 @@ class Engine:
             views.clear()
             view = (run.cache, canvas.mask, canvas.positions) if whole else self._rows_view(
                 rows, state.batch_size, run.cache, canvas.mask, canvas.positions)
-            views[key] = (*view, self._free_positions(canvas, rows, whole))
-        step_cache, mask, pos, free = views[key]
-        # the free positions' logits come apart when the sampler takes them (`RenoiseSampler.takes_free_logits`); the
-        # softmax of their self-conditioning logits, pending from the last step, is then fed as it is (float32)
-        handoff = free is not None and self.sampler.takes_free_logits(state, rows, *free[1].shape[1:])
+            free = self._free_positions(canvas, rows, whole)
+            # the free positions' logits come apart when the sampler takes them (`takes_free_logits`); the softmax
+            # of their self-conditioning logits, pending from the last step, is then fed as it is (float32)
+            handoff = free is not None and self.sampler.takes_free_logits(state, rows, *free[1].shape[1:])
+            views[key] = (*view, free, handoff)
+        step_cache, mask, pos, free, handoff = views[key]
         if not (handoff and self.model.dtype == torch.float32):
             state.settle()
         sc_probs = state.pending[2] if state.pending is not None else None

@@ -149,11 +149,6 @@ def read_puzzles(data: bytes | str) -> list[PuzzleEntry]:
                 return cells if line else 0
         return 0
 
-    def whole_grid_after(i: int) -> bool:
-        """Do nine rows of 9 cells follow lines[i] (lines without a cell between them skipped)? Then lines[i] is not
-        that grid's damaged first row but a line above it (a heading, a date, an id)."""
-        return rows_from(i + 1)[0] >= 9
-
     def rows_from(i: int) -> tuple[int, int]:
         """(how many rows of 9 cells follow each other from lines[i] on — lines without a cell between them skipped;
         after lines[i], a line with text (`_TEXT`) ends them —, the index of the line after the last)."""
@@ -184,8 +179,8 @@ def read_puzzles(data: bytes | str) -> list[PuzzleEntry]:
             column = header_column(line) or column
             continue
         row = cells == 9 or 0 < cells < 18 and (grid or abs(cells - 9) <= 3 and next_row_cells(i) == 9)
-        if row and not grid and cells != 9 and whole_grid_after(i):
-            row = False  # (a line above a whole grid: a heading, not its first row)
+        if row and not grid and cells != 9 and rows_from(i + 1)[0] >= 9:
+            row = False  # (a line above nine rows of 9 cells: a heading, a date, an id, not their grid's first row)
         if row and not grid and cells == 9:
             count, end = rows_from(i)
             if count % 9 == 1 and _TEXT.search(line):  # (a heading of 9 characters above whole grids, or none)
