@@ -292,7 +292,8 @@ def _finished(rid: str, value: str, tail: int = 5, upto: int | None = None, **pa
     """SGLang's own Req for a validated JSON request whose last canvas holds the template with its slot filled by
     `value`'s tokens (then pads), then `tail` pads — or only the first `upto` tokens of that, as if its first canvas
     ended there —, after SGLang's own finish check (EOS, stop strings, length) and the plugin's output check (as its
-    hook runs it)."""
+    hook runs it; the hook's original, SGLang's `_finish_dllm_request_if_needed`, only releases the request's KV cache
+    and stands in as a no-op: there is no cache pool without a GPU runner)."""
     from array import array
 
     from sglang.srt.managers.schedule_batch import Req
