@@ -60,8 +60,9 @@ Not bounded: the total a run writes into its working directory (each file is cap
 lives in the host's temporary folder, with no quota) and what it reads — the file system minus the hidden folders.
 
 The verdict (`run_python(verdict=...)`): "exit" passes exit status 0; "end" and "last" pass only a program that ran
-to its end (the guard then exits with a status drawn per run from 121, handed to it through a pipe it reads and
-closes, not on its command line), so an `os._exit(0)`, an early `SystemExit` or an exit hook does not pass a test
+to its end (the guard then writes a token drawn per run to a pipe of its own and exits with a status drawn per run
+from 121, both handed to it through a pipe it reads and closes, not on its command line; a program that exits with
+that status itself wrote no token), so an `os._exit(0)`, an early `SystemExit` or an exit hook does not pass a test
 program ("end" takes `SystemExit(0)`, as `unittest.main()` ends, "last" does not). The code shares its process with
 the checks, so a program written to forge a pass still can (the guard's own frame is one `sys._getframe` away; in
 human-eval-infilling the same program could append to the evaluator's result list): the verdict is sound for code
@@ -330,6 +331,7 @@ main.__builtins__ = __builtins__
 sys.modules["__main__"] = main
 sys.argv = [path]
 verdict, ended, SystemExit_ = cfg.get("verdict", "exit"), cfg.get("ended_status"), SystemExit
+end_fd, end_token, write_ = cfg.get("end_fd"), cfg.get("end_token", "").encode(), os.write
 try:
     exec(compile(source, path, "exec"), main.__dict__)
 except MemoryError:
@@ -341,9 +343,11 @@ except MemoryError:
         os._exit(86)
 except SystemExit as e:
     if verdict == "end" and e.code in (None, 0):
+        write_(end_fd, end_token)
         raise SystemExit_(ended)
     raise
 if verdict != "exit":
+    write_(end_fd, end_token)
     raise SystemExit_(ended)
 '''
 
@@ -359,8 +363,10 @@ def _launch(cfg: dict) -> int:
     import select  # noqa: F401 - imported here: pid 1 may no longer reach the standard library by the time it needs it
     import signal
 
-    status_fd = cfg["status_fd"]
+    status_fd, end_fd = cfg["status_fd"], cfg["end_fd"]
     os.set_inheritable(status_fd, False)
+    if end_fd is not None:
+        os.set_inheritable(end_fd, False)  # until the guard's exec
     libc = ctypes.CDLL(None, use_errno=True)
     libc.syscall.restype = ctypes.c_long
     libc.mount.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_ulong, ctypes.c_char_p]
@@ -657,7 +663,8 @@ def _launch(cfg: dict) -> int:
         prot["nproc"] = (f"RLIMIT_NPROC cannot bind uid 0; audit-hook fork budget {fork_budget} "
                          f"(at most {2 ** fork_budget} processes)")
     guard_cfg = {"workdir": workdir, "fork_budget": fork_budget, "audit_hook": cfg["audit_hook"],
-                 "verdict": cfg["verdict"], "ended_status": cfg["ended_status"]}
+                 "verdict": cfg["verdict"], "ended_status": cfg["ended_status"], "end_fd": cfg["end_fd"],
+                 "end_token": cfg["end_token"]}
     prot["audit_hook"] = "on" if cfg["audit_hook"] else "off"
 
     def final_exec(lifeline_r=None):
@@ -694,6 +701,8 @@ def _launch(cfg: dict) -> int:
             os.write(cfg_w, json.dumps(guard_cfg).encode())
             os.close(cfg_w)
             os.set_inheritable(cfg_r, True)
+            if cfg["end_fd"] is not None:
+                os.set_inheritable(cfg["end_fd"], True)
             argv = [cfg["python"], "-I", "-S", "-B", "-X", "utf8", "-c", GUARD, str(cfg_r), cfg["program"]]
             report(ready=True, protections=prot)
             os.execv(cfg["python"], argv)
@@ -976,8 +985,8 @@ def run_python(
     `verdict` says what passing is (`VERDICTS`): "exit", exit status 0; "end", the program ran to its last statement,
     or ended with `SystemExit` of status 0 as `unittest.main()` does (an `os._exit(0)` or an exit from an exit hook or
     `sys.excepthook` is a failure); "last", it ran to its last statement (any `SystemExit` fails: a test program
-    whose checks come last, as HumanEval's). With "end" and "last" the guard signals the end with a status drawn per
-    run, which the code is not told, so code that leaves early with status 0 cannot pass by accident.
+    whose checks come last, as HumanEval's). With "end" and "last" the guard signals the end with a token on a pipe
+    and a status, both drawn per run, which the code is not told, so code that leaves early cannot pass by accident.
     """
     if isolation not in ISOLATIONS:
         raise ValueError(f"isolation must be one of {ISOLATIONS}, not {isolation!r}")
@@ -1002,16 +1011,19 @@ def run_python(
             os.makedirs(os.path.dirname(target), exist_ok=True)
             with open(target, "wb") as f:
                 f.write(content.encode() if isinstance(content, str) else content)
-        # the status the guard exits with when the program ran to its end (verdicts "end" and "last"): drawn per
-        # run from 3-125, away from 0-2 and the guard's and launcher's own statuses
+        # how the guard says the program ran to its end (verdicts "end" and "last"): it writes a token drawn per
+        # run to a pipe of its own, then exits with a status drawn per run from 3-125 (away from 0-2 and the guard's
+        # and launcher's own statuses); a program that exits with that status itself wrote no token
         ended_status = secrets.choice(ENDED_STATUSES) if verdict != "exit" else None
+        end_token = secrets.token_hex(16) if verdict != "exit" else ""
+        end_r, end_w = os.pipe() if verdict != "exit" else (None, None)
         if os.geteuid() == 0:  # a fresh uid the launcher may drop to (it chowns the directory if it does)
             run_uid = 100_000 + secrets.randbelow(1_000_000_000)
         status_r, status_w = os.pipe()
         cfg = {
             "workdir": workdir, "program": program, "python": python, "status_fd": status_w,
             "isolation": isolation, "audit_hook": audit_hook, "run_uid": run_uid, "expose": _python_exposed(python),
-            "verdict": verdict, "ended_status": ended_status,
+            "verdict": verdict, "ended_status": ended_status, "end_fd": end_w, "end_token": end_token,
             "limits": dict(dataclasses.asdict(limits), cpu_s=cpu_s),
         }
         env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": workdir, "TMPDIR": workdir, "LANG": "C.UTF-8",
@@ -1022,24 +1034,36 @@ def run_python(
                 [python, "-I", "-S", "-B", os.path.abspath(__file__), json.dumps(cfg)],
                 stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=workdir, env=env,
-                start_new_session=True, pass_fds=(status_w,), close_fds=True,
+                start_new_session=True, pass_fds=(status_w,) + ((end_w,) if end_w is not None else ()),
+                close_fds=True,
             )
         except OSError as e:
-            os.close(status_r)
+            for fd in (status_r, end_r):
+                if fd is not None:
+                    os.close(fd)
             raise SandboxError(f"the sandbox could not start {python}: {e}") from e
         finally:
-            os.close(status_w)
-        return _supervise(proc, status_r, stdin, timeout, limits, start, token, ended_status)
+            for fd in (status_w, end_w):
+                if fd is not None:
+                    os.close(fd)
+        ended_by_guard = (ended_status, end_r, end_token.encode())
+        return _supervise(proc, status_r, stdin, timeout, limits, start, token, ended_by_guard)
     finally:
         _rmtree(workdir)
 
 
-def _supervise(proc, status_r, stdin, timeout, limits, start, token, ended_status) -> SandboxResult:
-    out, err, status_buf = _Capped(limits.max_output), _Capped(limits.max_output), bytearray()
+def _supervise(proc, status_r, stdin, timeout, limits, start, token, ended_by_guard) -> SandboxResult:
+    """Wait for the run, read its output and reports, and judge it. `ended_by_guard` is (the status the guard exits
+    with at the program's end, the pipe it writes its token to first, that token), or Nones for verdict "exit"."""
+    ended_status, end_r, end_token = ended_by_guard
+    out, err = _Capped(limits.max_output), _Capped(limits.max_output)
+    status_buf, end_buf = bytearray(), bytearray()
     sel = selectors.DefaultSelector()
     sel.register(proc.stdout, selectors.EVENT_READ, out)
     sel.register(proc.stderr, selectors.EVENT_READ, err)
-    sel.register(status_r, selectors.EVENT_READ, None)
+    sel.register(status_r, selectors.EVENT_READ, status_buf)
+    if end_r is not None:
+        sel.register(end_r, selectors.EVENT_READ, end_buf)
     if stdin is not None:
         data = stdin.encode() if isinstance(stdin, str) else stdin
         try:  # small inputs; a program that does not read them must not block us
@@ -1081,8 +1105,9 @@ def _supervise(proc, status_r, stdin, timeout, limits, start, token, ended_statu
                     chunk = b""
                 if not chunk:
                     sel.unregister(key.fileobj)
-                elif key.data is None:
-                    status_buf += chunk
+                elif isinstance(key.data, bytearray):
+                    if len(key.data) < 65536:  # the reports are short; the end pipe holds one token
+                        key.data.extend(chunk)
                 else:
                     key.data.add(chunk)
         if proc.poll() is None:
@@ -1100,6 +1125,8 @@ def _supervise(proc, status_r, stdin, timeout, limits, start, token, ended_statu
         for f in (proc.stdout, proc.stderr):
             f.close()
         os.close(status_r)
+        if end_r is not None:
+            os.close(end_r)
         if proc.poll() is None:
             proc.kill()
             proc.wait()
@@ -1153,7 +1180,7 @@ def _supervise(proc, status_r, stdin, timeout, limits, start, token, ended_statu
         reason = name + (" (file size limit)" if sig == signal.SIGXFSZ else "")
     elif code == MEMORY_EXIT and "MemoryError" in err.text():
         status, reason = "memory", f"MemoryError (address space {limits.memory_mb} MiB)"
-    elif ended_status is not None and code == ended_status:
+    elif ended_status is not None and code == ended_status and bytes(end_buf) == end_token:
         status, code = "passed", 0
     elif code == 0 and ended_status is None:
         status = "passed"

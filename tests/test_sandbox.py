@@ -97,6 +97,18 @@ def test_verdicts_see_through_early_exits(sandbox):
     assert sandbox(tests % "__import__('os')._exit(0)", verdict="end").status == "failed"
 
 
+def test_a_program_exiting_with_the_end_status_itself_fails(sandbox, monkeypatch):
+    # the end status is drawn per run; here it is forced to the status the program exits with (1 run in 121 before)
+    import diffreason.sandbox as sandbox_module
+    monkeypatch.setattr(sandbox_module.secrets, "choice", lambda statuses: 3)
+    for verdict in ("end", "last"):
+        for code in ("raise SystemExit(3)", "import sys\nsys.exit(3)", "import os\nos._exit(3)"):
+            r = sandbox(code + "\nprint('the checks')", verdict=verdict)
+            assert (r.status, r.exit_code, r.stdout) == ("failed", 3, ""), (verdict, code, r)
+        r = sandbox("print('ran')", verdict=verdict)
+        assert (r.status, r.exit_code, r.stdout) == ("passed", 0, "ran\n")
+
+
 def test_stdin_files_and_writes_inside_the_workdir(sandbox):
     code = """
         import sys, os
