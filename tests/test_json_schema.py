@@ -2090,3 +2090,54 @@ def test_bounds_past_a_trillion_compile_to_values_beyond_them(schema):
         assert validator(schema).is_valid(value), (schema, value)
     numbers = [v["ts"] if isinstance(v, dict) else v for v in values]
     assert len(set(numbers)) > 1 and all(abs(n) >= 10**12 for n in numbers)
+
+
+@pytest.mark.parametrize("schema", [
+    {"$schema": "http://json-schema.org/draft-04/schema#", "type": "integer", "enum": [1e16]},
+    {"$schema": "http://json-schema.org/draft-04/schema#", "type": "integer", "enum": [9007199254740994.0, 1e20]},
+    {"$schema": "http://json-schema.org/draft-04/schema#", "type": "array", "uniqueItems": True, "minItems": 2,
+     "items": {"type": "integer", "enum": [1e16, 2e16]}},
+])
+def test_an_integral_number_past_2_53_is_written_as_an_integer(schema):
+    """(1e16 was written `1e+16`, which draft 4 calls no integer: every filling was invalid.)"""
+    assert_fillings(schema, lambda v: "e" not in json.dumps(v))
+
+
+@pytest.mark.parametrize("schema", [
+    {"type": "array", "contains": {"type": "integer"}},
+    {"type": "array", "contains": {"type": "object"}},
+    {"contains": {"const": 2}, "minContains": 2},
+    {"$schema": "http://json-schema.org/draft-07/schema#", "type": "array", "contains": {"type": "boolean"}},
+])
+def test_contains_without_items_is_not_narrowed_to_strings(schema):
+    """(Undeclared items were written as strings, and a `contains` of no string was refused.)"""
+    need = schema.get("minContains", 1)
+    match = jsonschema.Draft202012Validator(schema["contains"])
+    assert_fillings(schema, lambda v: sum(match.is_valid(x) for x in v) >= need)
+
+
+@pytest.mark.parametrize("schema", [
+    {"type": "number", "minimum": -3.4028234663852886e+38, "maximum": 3.4028234663852886e+38},
+    {"type": "number", "minimum": -1.7976931348623157e308, "maximum": 1.7976931348623157e308},
+    {"type": "integer", "maximum": 1e300},
+    {"type": "number", "exclusiveMaximum": 1e40, "minimum": 3},
+    {"type": "integer", "minimum": 1e20, "maximum": 1e300},
+    {"type": "number", "multipleOf": 0.5, "minimum": -1e40, "maximum": 1e40},
+    {"$schema": "http://json-schema.org/draft-04/schema#", "type": "number", "maximum": 1e40,
+     "exclusiveMaximum": True, "minimum": -1e40, "exclusiveMinimum": True},
+])
+def test_far_outer_bounds_are_brought_in(schema):
+    """(A float's or double's range, as code generators write it, was refused: numbers of 39-314 digits.)"""
+    assert_fillings(schema, lambda v: abs(v) < 10**22)
+
+
+def test_a_far_inner_bound_is_still_refused():
+    with pytest.raises(SchemaError, match="numbers of 301 characters"):
+        compile_schema({"type": "integer", "minimum": 1e300, "maximum": 2e300}, TOK)
+
+
+@pytest.mark.parametrize("pattern", ["x(?<=x+)", "^[a-z]+(?<=a|bc)$"])
+def test_a_pattern_python_cannot_compile_is_refused(pattern):
+    """(A variable-width lookbehind parses but does not compile: jsonschema could not check the outputs.)"""
+    with pytest.raises(SchemaError, match="look-behind requires fixed-width pattern"):
+        compile_schema({"type": "string", "pattern": pattern}, TOK)

@@ -122,22 +122,23 @@ def canonical(value: Any) -> str:
     return json.dumps(_integral_as_int(value), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
-def _integral_as_int(value: Any, below: float = float("inf")) -> Any:
-    """`value` with every float of an integral value under `below` in magnitude made an int, at any depth."""
-    if isinstance(value, float) and value.is_integer() and abs(value) < below:
+def _integral_as_int(value: Any) -> Any:
+    """`value` with every float of an integral value made an int (of the same value: 1e16 is 10**16), at any depth."""
+    if isinstance(value, float) and value.is_integer():
         return int(value)
     if isinstance(value, dict):
-        return {k: _integral_as_int(x, below) for k, x in value.items()}
+        return {k: _integral_as_int(x) for k, x in value.items()}
     if isinstance(value, list):
-        return [_integral_as_int(x, below) for x in value]
+        return [_integral_as_int(x) for x in value]
     return value
 
 
 def json_text(value: Any) -> str:
     """`value` as compact JSON text (the spelling values are written in). A number with an integral value is written
-    as an integer (0.0 and -0.0 as 0): equal to the float under enum / const / uniqueItems in every draft, and an
-    integer in every draft too — draft 4 calls 1.0 no integer, while the compiler reads values as 2020-12 does."""
-    return json.dumps(_integral_as_int(value, 2**53), separators=(",", ":"), ensure_ascii=False)
+    as an integer (0.0 and -0.0 as 0, 1e16 as 10000000000000000): equal to the float under enum / const /
+    uniqueItems in every draft, and an integer in every draft too — draft 4 calls 1.0 and 1e16 no integer, while the
+    compiler reads values as 2020-12 does."""
+    return json.dumps(_integral_as_int(value), separators=(",", ":"), ensure_ascii=False)
 
 
 def json_literal(value: Any) -> str:

@@ -25,6 +25,10 @@ from diffreason.tasks.json_schema.base import (
 from diffreason.tasks.json_schema.keywords import ANY_VALUE, VALIDATION_KEYWORDS
 from diffreason.tasks.json_schema.patterns import STRING_CHAR, PatternError
 
+# What we write for the items of an array that declares none (any item is valid): strings (one object, so that
+# `matching_item` knows it by identity)
+UNDECLARED_ITEM = {"type": "string"}
+
 
 class ContainersMixin:
     """Arrays and objects (methods of CompilerState and the other mixins are reached through `self`)."""
@@ -97,7 +101,7 @@ class ContainersMixin:
             self.fail(path, f"minItems {lo} > maxItems {hi}")
         tuple_items = self.tuple_items(schema, path)
         if tuple_items is None:
-            return ([] if hi == 0 else [schema.get("items", {"type": "string"})]), False
+            return ([] if hi == 0 else [schema.get("items", UNDECLARED_ITEM)]), False
         prefix, rest = tuple_items
         n = min(max(len(prefix), lo), hi)  # as many items as the tuple declares, within the bounds
         if n > len(prefix) and rest is False:
@@ -123,7 +127,7 @@ class ContainersMixin:
             raise NoValue(f"maxItems {schema['maxItems']} below the {need} items 'contains' needs at {path}/contains")
         if schema.get("uniqueItems") and hi > 1:
             self.fail(f"{path}/contains", "unsupported keyword 'contains' together with 'uniqueItems'")
-        matching, matching_len = self.value_regex({"allOf": [item, schema["contains"]]}, f"{path}/contains", seen)
+        matching, matching_len = self.value_regex(self.matching_item(schema, item), f"{path}/contains", seen)
         parts = [lit("["), group(matching), repeat(seq(lit(","), group(matching)), need - 1, need - 1)]
         n = 2 + need * (matching_len + 1)
         most = None if "maxItems" not in schema else hi - need
@@ -171,6 +175,12 @@ class ContainersMixin:
             tail = group(part) if k < lo else optional(part)
         first = seq(shares[0], *([tail] if tail is not None else []))
         return seq(lit("["), group(first) if lo >= 1 else optional(first), lit("]")), width
+
+    @staticmethod
+    def matching_item(schema: dict, item: Any) -> Any:
+        """The schema of an item that matches `contains` as well as `item`: `contains` alone where the array declares
+        no items (any item is valid; the strings written for undeclared items are the compiler's choice)."""
+        return schema["contains"] if item is UNDECLARED_ITEM else {"allOf": [item, schema["contains"]]}
 
     def containing_tuple(self, schema: dict, items: list, need: int, path: str) -> list:
         """A tuple's item schemas with its first `need` items also matching `contains` (a sound subset of the tuples

@@ -203,7 +203,7 @@ class LayoutMixin:
             # one item at least, unless nested in another written-for-you value (the template stays small)
             items = items * (lo if self.forced > 1 else max(1, lo))
             if need:  # the matching items first
-                items = [{"allOf": [items[0], schema["contains"]]}] * need + items[need:]
+                items = [self.matching_item(schema, items[0])] * need + items[need:]
             self.fix(f"{path or '#'}: always {len(items)} item(s)")
         elif need:
             items = self.containing_tuple(schema, items, need, path)

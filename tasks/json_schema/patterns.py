@@ -240,12 +240,19 @@ def pattern_to_json_regex(pattern: str, min_length: int = 0, max_length: float =
     return _pattern_to_json_regex(pattern, min_length, max_length, exact)
 
 
-@functools.lru_cache(maxsize=4096)  # schemas repeat patterns, and the compiler asks again for values it has seen
-def _pattern_to_json_regex(pattern: str, min_length, max_length, exact: bool) -> str:
+def _parse(pattern: str):
+    """Python's parse of `pattern`, which must compile too: the parser takes a lookbehind of variable width, which
+    re.compile (and so jsonschema's check of the pattern) refuses."""
     try:
-        parsed = parser.parse(pattern)
+        re.compile(pattern)
+        return parser.parse(pattern)
     except re.error as exc:
         raise PatternError(f"not a regular expression Python accepts: {exc}") from None
+
+
+@functools.lru_cache(maxsize=4096)  # schemas repeat patterns, and the compiler asks again for values it has seen
+def _pattern_to_json_regex(pattern: str, min_length, max_length, exact: bool) -> str:
+    parsed = _parse(pattern)
     if parsed.state.flags & ~(re.UNICODE | re.DEBUG):
         raise PatternError("inline flags are not supported")
     shortest, longest = parsed.getwidth()
@@ -267,10 +274,7 @@ def lookaround_parts(pattern: str) -> tuple[str, tuple[str, ...], tuple[str, ...
     lookarounds anywhere else, or ones with lookarounds or anchors inside."""
     if not isinstance(pattern, str):
         raise PatternError(f"a pattern must be a string, got {type(pattern).__name__}")
-    try:
-        parsed = parser.parse(pattern)
-    except re.error as exc:
-        raise PatternError(f"not a regular expression Python accepts: {exc}") from None
+    parsed = _parse(pattern)
     items = list(parsed)
     if not any(op in (C.ASSERT, C.ASSERT_NOT) for op, _ in items):
         return None

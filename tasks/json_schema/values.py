@@ -163,6 +163,26 @@ def _multiples_past_bounds(schema: dict, step: decimal.Decimal) -> list[int]:
     return ks
 
 
+FAR_BOUND = 10**15  # an outer bound past it (float32's 3.4e38, a double's 1.8e308) is brought in by `_near_bounds`
+
+
+def _near_bounds(schema: dict) -> dict:
+    """`schema` with a far outer bound — a maximum above 10^15, a minimum below -10^15, as code generators write a
+    float's or a double's range — brought in to where an open side of the range reaches (`open_cap`): a subset of the
+    numbers, written short (the templates write no exponents: 3.4e38 written out is 39 digits). A far inner bound (a
+    minimum of 1e300) stays: every number it admits is long."""
+    lows = [schema[k] for k in ("minimum", "exclusiveMinimum") if k in schema]
+    highs = [schema[k] for k in ("maximum", "exclusiveMaximum") if k in schema]
+    lo, hi = max(lows, default=None), min(highs, default=None)
+    far_lo, far_hi = lo is not None and lo < -FAR_BOUND, hi is not None and hi > FAR_BOUND
+    out = schema
+    if far_hi and (cap := open_cap(None if lo is None or far_lo else math.ceil(lo))) < hi:
+        out = {k: v for k, v in out.items() if k != "exclusiveMaximum"} | {"maximum": cap}
+    if far_lo and (cap := open_cap(None if hi is None or far_hi else math.floor(hi))) < -lo:
+        out = {k: v for k, v in out.items() if k != "exclusiveMinimum"} | {"minimum": -cap}
+    return out
+
+
 def _draft4_bounds(schema: dict) -> dict:
     """Draft 4's boolean exclusiveMinimum / exclusiveMaximum (flags on minimum / maximum) as the numbers of draft 6+.
     (Later drafts refuse booleans there: compile_schema has checked the schema against its draft's metaschema.)"""
@@ -276,7 +296,7 @@ class ValuesMixin:
     def integer_value_regex(self, schema: dict, path: str, seen: tuple) -> tuple[str, int]:
         """Integers within the bounds (exact digit-range regexes), or a choice among multiples (`multiples_regex`);
         those a folded `not` rules out (EXCLUDED: enum, const) intersected away."""
-        schema = _draft4_bounds(schema)
+        schema = _near_bounds(_draft4_bounds(schema))
         if schema.keys() & {"multipleOf", NOT_MULTIPLES}:
             return self.multiples_regex(schema, "integer", path)
         lo, hi = schema.get("minimum"), schema.get("maximum")
@@ -305,7 +325,7 @@ class ValuesMixin:
 
     def number_value_regex(self, schema: dict, path: str, seen: tuple) -> tuple[str, int]:
         """Numbers within the bounds (a sound subset: `number_regex`), or a choice among multiples."""
-        schema = _draft4_bounds(schema)
+        schema = _near_bounds(_draft4_bounds(schema))
         if schema.keys() & {"multipleOf", NOT_MULTIPLES}:
             return self.multiples_regex(schema, "number", path)
         bounds = [schema.get(k) for k in ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum")]
