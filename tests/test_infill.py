@@ -486,6 +486,19 @@ def test_verified_mode_returns_no_code_when_no_sample_parses(code_lm):
     assert model.code == "x = (\n" and not model.parses  # (model mode returns the top sample whatever it is)
 
 
+@pytest.mark.parametrize("code, fill", [
+    ("x = 1\n<|hole|>\n", r"return x\n"),  # (return outside a function)
+    ("def f(a, <|hole|>):\n    pass\n", "a"),  # (a duplicate argument)
+    ("def f():\n    <|hole|>\n", r"    break\n"),  # (break outside a loop)
+])
+def test_verified_mode_returns_only_code_that_compiles(code_lm, code, fill):
+    """(A parse alone took these: verified mode returned them with parses=True.)"""
+    from diffreason import infill
+
+    result = infill(code_lm, code, mode="verified", samples=2, regex=fill, lengths=(8,), max_steps=2)
+    assert result.code is None and not result.parses and result.ranking[0].status == "does not parse"
+
+
 def test_a_language_too_large_to_compile_is_said_so_not_that_nothing_fits(code_lm):
     from diffreason import infill
 

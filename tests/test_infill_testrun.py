@@ -40,7 +40,7 @@ def test_the_files_main_block_does_not_run_and_the_code_is_importable_as_its_mod
     assert both("from app import add as plus\nimport app, importlib, inspect\nassert plus(2, 3) == app.add(2, 3) == 5\n"
                 "assert 'a + b' in inspect.getsource(app.add) or 'a - b' in inspect.getsource(app.add)\n"
                 "importlib.reload(app)\n") == (True, False)
-    passed, stderr = verdict(ADD, "from add import add\n", module="app")
+    passed, stderr = verdict(ADD, "from add import add\nassert add(2, 3) == 5\n", module="app")
     assert not passed and "No module named 'add'" in stderr
 
 
@@ -143,6 +143,57 @@ def test_a_failure_in_the_code_names_its_line_and_an_early_exit_says_so():
     r = run_tests("def add(a, b):\n    return a + c\n", "assert add(2, 3) == 5\n", module="app", timeout=20.0,
                   isolation="auto")
     assert failure_line(r.stderr, r.reason) == "NameError: name 'c' is not defined (src/app.py line 2: return a + c)"
-    tests = UNITTEST + "\nimport sys\nsys.exit(not unittest.main(exit=False).result.wasSuccessful())\n"
-    r = run_tests(ADD, tests, module="app", timeout=20.0, isolation="auto")
+    r = run_tests("def add(a, b):\n    raise SystemExit(0)\n", "assert add(2, 3) == 5\n", module="app", timeout=20.0,
+                  isolation="auto")
     assert not r.passed and failure_line(r.stderr, r.reason).startswith("left before the end of the program")
+
+
+@pytest.mark.parametrize("tests", [
+    UNITTEST + "\nimport sys\nsys.exit(not unittest.main(exit=False).result.wasSuccessful())\n",
+    "assert add(2, 3) == 5\nimport sys\nsys.exit(0)\n",
+    "def test_add():\n    assert add(2, 3) == 5\n\nif __name__ == '__main__':\n    import sys\n    sys.exit(0)\n",
+])
+def test_the_tests_own_exit_0_in_their_last_statement_ends_them(tests):
+    """(Any SystemExit failed: a unittest file ending in sys.exit(...) failed every fill.)"""
+    assert both(tests) == (True, False)
+    assert both(tests.replace("sys.exit(0)", "sys.exit(1)")) == (False, False) or "sys.exit(0)" not in tests
+
+
+@pytest.mark.parametrize("tests", [
+    "STATE = {}\n\ndef setup_function():\n    STATE['a'] = 2\n\ndef teardown_function(function):\n"
+    "    STATE.clear()\n\ndef test_add():\n    assert add(STATE['a'], 3) == 5\n\ndef test_again():\n"
+    "    assert add(STATE['a'], 1) == 3\n",
+    "class TestAdd:\n    @classmethod\n    def setup_class(cls):\n        cls.a = 2\n\n"
+    "    def test_add(self):\n        assert add(self.a, 3) == 5\n",
+    "class TestHelper:\n    __test__ = False\n\n    def test_never(self):\n        raise AssertionError\n\n"
+    "def test_add():\n    assert add(2, 3) == 5\n",
+    "import unittest\n\n@unittest.skip('later')\ndef test_never():\n    raise AssertionError\n\n"
+    "def test_add():\n    assert add(2, 3) == 5\n",
+    "import unittest\n\ndef test_skips():\n    raise unittest.SkipTest('no')\n\ndef test_add():\n"
+    "    assert add(2, 3) == 5\n",
+    "import pytest\n\ndef test_add():\n    assert add(2, 3) == 5\n    with pytest.raises(TypeError):\n"
+    "        add(1, 'a')\n",
+    "import pytest\n\n@pytest.mark.skip(reason='later')\ndef test_never():\n    raise AssertionError\n\n"
+    "@pytest.mark.skipif(True, reason='here')\ndef test_not_here():\n    raise AssertionError\n\n"
+    "def test_skips():\n    pytest.skip('no')\n\ndef test_add():\n    assert add(2, 3) == 5\n",
+])
+def test_pytest_hooks_skips_and_installed_packages(tests):
+    """(setup_function / setup_class were never called, skipped tests ran or failed, `import pytest` was a
+    ModuleNotFoundError in the sandbox: right fills failed.)"""
+    assert both(tests) == (True, False)
+
+
+def test_the_code_under_test_imports_installed_packages():
+    code = "from packaging.version import Version\n\n\ndef newer(a, b):\n    return Version(a) > Version(b)\n"
+    assert verdict(code, "assert newer('1.10', '1.9')\n")[0] is True
+
+
+@pytest.mark.parametrize("tests", [
+    "def check(candidate):\n    assert candidate(2, 3) == 5\n",
+    "import math\n\n\ndef check(candidate):\n    assert candidate(2, 3) == 5\n",
+])
+def test_tests_that_check_nothing_are_refused(tests):
+    """(A HumanEval-style check(candidate) never called passed every fill.)"""
+    with pytest.raises(InfillInputError, match="nothing in them checks the code"):
+        check_test_functions(tests)
+    check_test_functions(tests + "\ncheck(add)\n")

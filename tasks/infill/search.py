@@ -29,7 +29,7 @@ model would replace scores low. Each sample keeps its best-scoring length; sampl
 over the holes.
 
 **Modes**: `model` returns the top-ranked sample. `verified` goes down the ranking and returns the first sample whose
-filled code parses (`ast.parse`, in-process: parsing runs nothing) and passes the tests (run in the sandbox,
+filled code parses (compiles: `compile`, in-process, runs nothing) and passes the tests (run in the sandbox,
 `diffreason.sandbox.run_python`, never in this process); there, at the last hole, a sample prefers its best length
 whose code parses. When none passes, the best-scoring sample that parses is returned with `passed=False`; when no
 sample parses, verified mode returns no code at all (`code` None, no holes filled, `candidate` None) — what it returns
@@ -135,11 +135,12 @@ class InfillResult:
 
 
 def parses(code: str) -> bool:
-    """Does `code` parse as Python (`ast.parse`: nothing is run)?"""
+    """Does `code` compile as Python (`compile`: nothing is run)? A parse alone (`ast.parse`) takes code the compiler
+    refuses: `return` outside a function, `break` outside a loop, a duplicate argument, a misplaced `nonlocal`."""
     with warnings.catch_warnings():  # (a SyntaxWarning, "invalid escape sequence", is printed, not raised)
         warnings.simplefilter("ignore")
         try:
-            ast.parse(code)
+            compile(code, "<infill>", "exec", dont_inherit=True)
         except (SyntaxError, ValueError, MemoryError, RecursionError, OverflowError):
             return False
     return True
