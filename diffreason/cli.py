@@ -1002,11 +1002,8 @@ def _puzzle_sets(spec: str, n: int, tiers: list[str]) -> dict[str, list[list[int
         entries, source = sudoku.read_puzzle_input(None, path, option="--puzzles")
         counts = sudoku.count_solutions(entries)
         good = [e.cells for i, e in enumerate(entries) if e.error is None and counts.get(i) != 0][:n]
-        bad = [e for e in entries if e.error is not None]
-        for e in bad[:5]:
-            _stderr_line(f"warning: {_where(source, e)}{e.error} (skipped)")
-        if len(bad) > 5:
-            _stderr_line(f"warning: {source}: {len(bad) - 5} more puzzles skipped")
+        for line in sudoku.skipped_lines(source, entries):
+            _stderr_line(line)
         if not good:
             raise DiffreasonError(f"--puzzles {name!r} holds no puzzle that can be answered")
         key = path.stem if path.stem not in sets and path.stem not in tiers else path.name

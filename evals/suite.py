@@ -27,6 +27,7 @@ import json
 import math
 import os
 import statistics
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -370,9 +371,11 @@ class Items:
 def _puzzle_file(path: Path, n: int) -> list[tuple[str, list[int]]]:
     from diffreason.tasks import sudoku
 
-    entries, _ = sudoku.read_puzzle_input(None, path, option="option `file`")
+    entries, source = sudoku.read_puzzle_input(None, path, option="option `file`")
     counts = sudoku.count_solutions(entries)
     good = [e.cells for i, e in enumerate(entries) if e.error is None and counts.get(i) != 0]
+    for line in sudoku.skipped_lines(source, entries):
+        print(line, file=sys.stderr)
     if not good:
         raise SuiteError(f"puzzle file {str(path)!r} holds no puzzle that can be answered")
     return [(sudoku.to_string(g), g) for g in (good[:n] if n else good)]

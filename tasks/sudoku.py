@@ -100,13 +100,16 @@ def read_puzzles(data: bytes | str) -> list[PuzzleEntry]:
     `------+-------+------` rows) allowed. Blank lines separate grids. A line whose first non-blank character is `#`
     is a comment, skipped (within a grid too), and `# ...` after a puzzle is stripped; so are lines without a cell
     (digit or `.`: borders of any characters) and, outside a grid, lines of fewer than `FIELD_CELLS` cells (a
-    heading such as `Grid 01`, a date, a page number, a rating, a CSV header — a line with text or a damaged row above
-    nine rows of 9 cells is never their grid's first row; ten rows of 9 digits in a row are an error: one is not a
-    row, but which is unclear). A line that holds more than a puzzle (CSV fields, a puzzle and its solution, a
-    rating, a `// note`) reads its puzzle field (`puzzle_field`: the column a CSV header names, the field after a
-    `puzzle` key, else the first of at least `GRID_FIELD_CELLS` cells): a damaged puzzle there is an error, never
-    passed over for the solution after it. Bytes are read as UTF-8 line by line (a line that is not UTF-8 is an entry
-    with an error; a byte order mark is dropped); lines end at \n, \r\n or \r.
+    heading such as `Grid 01`, a date, a page number, a rating, a CSV header — a line with text or a damaged row
+    above nine rows of 9 cells is never their grid's first row; ten rows of 9 digits in a row are an error: one is
+    not a row, but which is unclear). Nine lines of 9 characters each (besides separators) are a grid whatever they
+    hold (a blank written `_` is an error naming it, not a skipped line), and so are nine rows of 9 cells each
+    followed by a note (`6.5 8.3 7.9 row 1`), read without the notes. A line that holds more than a puzzle (CSV
+    fields, a puzzle and its solution, a rating, a `// note`) reads its puzzle field (`puzzle_field`: the column a
+    CSV header names, the field after a `puzzle` key, else the first of at least `GRID_FIELD_CELLS` cells): a
+    damaged puzzle there is an error, never passed over for the solution after it. Bytes are read as UTF-8 line by
+    line (a line that is not UTF-8 is an entry with an error; a byte order mark is dropped); lines end at \n, \r\n
+    or \r.
     """
     if isinstance(data, str):  # (as bytes, so that lines end where they do in bytes: not at \f or \x1c)
         data = data.encode("utf-8", "surrogatepass")
@@ -161,10 +164,35 @@ def read_puzzles(data: bytes | str) -> list[PuzzleEntry]:
                 rows, end = rows + 1, j + 1
         return rows, end
 
+    def loose_grids(i: int) -> tuple[list[tuple[int, str]], int]:
+        """Grids the rules above would not read, from lines[i] on: a run of 9 (18, ...) lines, each 9 characters
+        besides separators (blanks written `_`, `x`, `*`, `-`: the parser refuses them) or 9 cells before a note,
+        with at least one such line. ([(line number, grid text)], the index of the line after them; [] when none.)"""
+        rows, loose, end = [], False, i
+        for j in range(i, len(lines)):
+            n, line, cells, _, _ = lines[j]
+            if not line:
+                break
+            if not cells:  # (a separator row)
+                continue
+            dashed = cells != 9 and len(re.sub(r"[\s|+]", "", line)) == 9  # (blanks written `-`)
+            noted = _NOTED_ROW.fullmatch(line) if cells != 9 and not dashed else None
+            if cells != 9 and not dashed and noted is None:
+                break
+            rows.append((n, noted.group(1) if noted else line))
+            loose, end = loose or dashed or noted is not None or bool(_TEXT.search(line)), j + 1
+        if not loose or not rows or len(rows) % 9:
+            return [], i
+        return [(rows[k][0], "\n".join(row for _, row in rows[k:k + 9])) for k in range(0, len(rows), 9)], end
+
     column = None  # (delimiter, index) of the puzzle's column, named by a CSV header
     skip_to = 0
     for i, (n, line, cells, raw, bad_at) in enumerate(lines):
         if i < skip_to:
+            continue
+        if line and not grid and (found := loose_grids(i))[0]:
+            entries.extend(_entry(first, text) for first, text in found[0])
+            skip_to = found[1]
             continue
         if line is None:
             close_grid()
@@ -211,6 +239,7 @@ FIELD_CELLS = 17  # cells (digits and `.`) a line needs to be read as a puzzle, 
 GRID_FIELD_CELLS = 41  # cells a field of a longer line needs to be its puzzle (an id, a hash or a count has fewer)
 _CELL = re.compile(r"[0-9.]")
 _TEXT = re.compile(r"[^0-9.\s|+\-]")  # what no row of cells holds: letters, `/`, `:`, `#`...
+_NOTED_ROW = re.compile(r"((?:[0-9.][ \t|+\-]*){8}[0-9.])[ \t|]*\s[^\s0-9.].*")  # a row of 9 cells, then a note
 _FIELD_DELIMITERS = re.compile(r"[\s,;:=\"']+")
 _PUZZLE_WORDS = {"puzzle", "puzzles", "quiz", "quizzes", "question", "questions", "problem", "problems", "grid",
                  "grids", "board", "boards", "sudoku", "sudokus", "unsolved"}
@@ -446,6 +475,16 @@ def count_solutions(entries: Sequence[PuzzleEntry], max_nodes: int = EXACT_SOLVE
             if counts[i] == 0:
                 e.error = "puzzle has no solution (no two givens conflict, but no grid completes them)"
     return counts
+
+
+def skipped_lines(source: str, entries: Sequence[PuzzleEntry], shown: int = 5) -> list[str]:
+    """Warning lines for the entries of `source` that cannot be answered (their errors): the first `shown`, then how
+    many more."""
+    bad = [e for e in entries if e.error is not None]
+    lines = [f"warning: {source} line {e.line}: {e.error} (skipped)" for e in bad[:shown]]
+    if len(bad) > shown:
+        lines.append(f"warning: {source}: {len(bad) - shown} more puzzles skipped")
+    return lines
 
 
 def solution_count(cells: Sequence[int], limit: int = 2) -> int:

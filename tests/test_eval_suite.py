@@ -291,3 +291,15 @@ def test_the_named_suites_are_valid_and_name_their_baseline_entries():
     assert {e.label for e in full.entries if e.task == "sudoku"} == {"model", "verified", "model ×16"}
     with pytest.raises(SuiteError, match="unknown suite 'fast'"):
         named_suite("fast", baseline=False)
+
+
+def test_a_puzzle_files_bad_puzzles_are_warned_about(tmp_path, capsys):
+    """(A suite's puzzle file lost its bad puzzles without a word; `eval sudoku --puzzles` warns.)"""
+    from diffreason.evals import suite as suites
+    from diffreason.tasks import sudoku
+
+    path = write_suite(tmp_path / "s")
+    good = sudoku.to_string(sudoku.generate("easy", 5).puzzle)
+    (tmp_path / "s" / "puzzles.txt").write_text(f"{good}\n{good[:-1]}\n")
+    assert len(suites.Items(suites.load_suite_file(path, False).entries[2])) == 1
+    assert "puzzles.txt line 2: puzzle has 80 cells, expected 81 (skipped)" in capsys.readouterr().err

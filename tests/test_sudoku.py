@@ -869,3 +869,26 @@ def test_puzzle_input_token_digits_and_solution_counts_are_library_functions(tmp
         assert source == "stdin" and entries[0].cells == list(puzzle.puzzle)
     assert [S.token_digit(S.free_token(5, d)) for d in range(1, 10)] == list(range(1, 10))
     assert [S.token_digit(S.given_token(80, d)) for d in range(1, 10)] == list(range(1, 10))
+
+
+def test_a_grid_written_with_other_blanks_is_an_error_and_one_with_row_notes_is_read():
+    """(Nine rows with `_`, `x`, `*` or `-` blanks, or with a note after each row, were skipped without a word: the
+    puzzle was lost and the file exited 0.)"""
+    a, b = (S.to_string(S.generate("easy", k).puzzle) for k in range(2))
+    rows = [a[9 * i: 9 * i + 9] for i in range(9)]
+    for blank in "_x*-":
+        text = f"{b}\n\n" + "\n".join(" ".join(r[j: j + 3] for j in (0, 3, 6)).replace(".", blank) for r in rows)
+        entries = S.read_puzzles(text + "\n\n" + b)
+        assert [(e.line, e.cells is not None) for e in entries] == [(1, True), (3, False), (13, True)], blank
+        assert blank in entries[1].error or "cells, expected 81" in entries[1].error
+    noted = "\n".join(f"{r[:3]} {r[3:6]} {r[6:]}   row {k + 1}" for k, r in enumerate(rows))
+    assert [(e.line, e.cells) for e in S.read_puzzles(noted + "\n\n" + noted)] == [
+        (1, S.parse(a)), (11, S.parse(a))]
+
+
+def test_skipped_puzzles_are_named_in_warnings():
+    a = S.to_string(S.generate("easy", 0).puzzle)
+    entries = S.read_puzzles("\n".join([a, a[:-1]] + ["x" + a[1:]] * 6))
+    lines = S.skipped_lines("p.txt", entries)
+    assert lines[0] == "warning: p.txt line 2: puzzle has 80 cells, expected 81 (skipped)"
+    assert len(lines) == 6 and lines[-1] == "warning: p.txt: 2 more puzzles skipped"
