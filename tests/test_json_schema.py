@@ -850,8 +850,8 @@ def test_a_map_that_must_not_be_empty_gets_one_member_with_a_generated_name(sche
      "'minProperties' above the declared count (no names beyond the declared ones that the object accepts) at "
      "/minProperties"),
     ({"type": "object", "additionalProperties": False, "minProperties": 1}, "no name is allowed at /minProperties"),
-    ({"type": "object", "patternProperties": {"^a": {}, "^b": {}}, "minProperties": 1},
-     "a generated name may match several patternProperties"),
+    ({"type": "object", "patternProperties": {"^a": {}, "^a.*": {}}, "minProperties": 1,
+      "additionalProperties": False}, "every name matches several patternProperties"),
 ])
 def test_maps_whose_names_cannot_be_generated_fail_clearly(schema, message):
     with pytest.raises(SchemaError, match=re.escape(message)):
@@ -2141,3 +2141,17 @@ def test_a_pattern_python_cannot_compile_is_refused(pattern):
     """(A variable-width lookbehind parses but does not compile: jsonschema could not check the outputs.)"""
     with pytest.raises(SchemaError, match="look-behind requires fixed-width pattern"):
         compile_schema({"type": "string", "pattern": pattern}, TOK)
+
+
+@pytest.mark.parametrize("schema", [
+    {"type": "object", "additionalProperties": {"type": "integer"}, "minProperties": 1,
+     "propertyNames": {"maxLength": 3, "not": {"enum": ["a", "b"]}}},
+    {"type": "object", "propertyNames": {"minLength": 1, "maxLength": 1}, "minProperties": 2},
+    {"properties": {"ab": {"type": "null"}}, "propertyNames": {"not": {"const": "ab"}}, "minProperties": 1},
+    {"type": "object", "patternProperties": {"^a": {"type": "integer"}, "b$": {"type": "string"}},
+     "additionalProperties": False, "minProperties": 1},
+])
+def test_generated_member_names_follow_property_names_and_patterns(schema):
+    """(Refused as 'no name can be generated': an untyped propertyNames was written as another type than string,
+    the names tried were key1, key2, ... alone, and two patterns refused any generated name.)"""
+    assert_fillings(schema, lambda v: len(v) >= schema["minProperties"])

@@ -316,13 +316,18 @@ class ContainersMixin:
     def extra_names(self, schema: dict, count: int, path: str) -> list[str]:
         """`count` member names beyond the declared ones that the object accepts (minProperties above the declared
         count): each passes propertyNames and, under additionalProperties false, matches a patternProperties
-        pattern (candidates: key1, key2, ..., then the shortest strings each pattern is found in)."""
+        pattern (candidates: key1, key2, ..., then the shortest strings each pattern is found in, and the shortest
+        names propertyNames takes)."""
         declared = set(schema.get("properties", {})) | set(schema.get("required", []))
         patterns = schema.get("patternProperties", {}) if isinstance(schema.get("patternProperties"), dict) else {}
         candidates = [f"key{i}" for i in range(1, count + 8)]
         for pattern in patterns:
             with contextlib.suppress(PatternError):
                 candidates += self.strings_of(self.searched_pattern(pattern), 4 * count)
+        if schema.get("propertyNames", True) is not True:
+            with contextlib.suppress(SchemaError):
+                names, _ = self.value_regex(self.name_schema(schema), f"{path}/propertyNames")
+                candidates += self.strings_of(names, 4 * count + len(declared))
         dependent = set(self.dependent_names(schema))  # (a name that brings others along is not written alone)
         names = [name for name in dict.fromkeys(candidates)
                  if name not in declared and name not in dependent and self.accepts_name(schema, name)]
@@ -330,6 +335,12 @@ class ContainersMixin:
             self.fail(f"{path}/minProperties", "unsupported keyword 'minProperties' above the declared count (no "
                                                "names beyond the declared ones that the object accepts)")
         return names[:count]
+
+    @staticmethod
+    def name_schema(schema: dict) -> dict:
+        """The schema of an object's member names: its propertyNames, of strings (what names are; untyped, the
+        compiler could write its values as another type)."""
+        return {"allOf": [{"type": "string"}, schema.get("propertyNames", True)]}
 
     @staticmethod
     def dependent_names(schema: dict) -> list[str]:
@@ -377,21 +388,27 @@ class ContainersMixin:
         return key, value, n + self.budget.string
 
     def map_member(self, schema: dict, path: str, seen: tuple) -> tuple[str, Any, str]:
-        """(key regex, value schema, its path) of that member: a name matching the object's one patternProperties
-        pattern with that pattern's schema, or, without patternProperties, any name with the additionalProperties
-        schema."""
+        """(key regex, value schema, its path) of that member: a name matching one patternProperties pattern and no
+        other, with that pattern's schema (the first pattern that has such names), or, without patternProperties,
+        any name with the additionalProperties schema."""
         patterns = schema.get("patternProperties", {})
         extra = schema.get("additionalProperties", True)
-        if len(patterns) > 1:
-            self.fail(f"{path}/minProperties", "unsupported keyword 'minProperties' above the declared count "
-                                               "(a generated name may match several patternProperties)")
         if patterns:
-            (pattern, value_schema), = patterns.items()
+            searched = {}
+            for pattern in patterns:
+                try:
+                    searched[pattern] = self.searched_pattern(pattern)
+                except PatternError as exc:
+                    self.fail(f"{path}/patternProperties/{pattern}", f"unsupported keyword 'patternProperties' ({exc})")
+            for pattern, value_schema in patterns.items():
+                others = [Complement(r) for p, r in searched.items() if p != pattern]
+                key = self.intersect(searched[pattern], *others) if others else searched[pattern]
+                if not others or not self.constraints.matches_nothing(key, self.placeholders_in(key)):
+                    break
+            else:
+                self.fail(f"{path}/minProperties", "unsupported keyword 'minProperties' above the declared count "
+                                                   "(every name matches several patternProperties)")
             where = f"{path}/patternProperties/{pattern}"
-            try:
-                key = self.searched_pattern(pattern)
-            except PatternError as exc:
-                self.fail(where, f"unsupported keyword 'patternProperties' ({exc})")
         elif extra is False:
             self.fail(f"{path}/minProperties", "minProperties needs a member, and no name is allowed")
         else:
@@ -402,7 +419,7 @@ class ContainersMixin:
         if forbidden:
             key = self.intersect(key, Complement("|".join(json_literal(k) for k in forbidden)))
         if schema.get("propertyNames", True) is not True:  # the generated name must be a valid name too
-            names, _ = self.value_regex(schema["propertyNames"], f"{path}/propertyNames", seen)
+            names, _ = self.value_regex(self.name_schema(schema), f"{path}/propertyNames", seen)
             key = self.intersect(key, names)
         if (forbidden or schema.get("propertyNames", True) is not True) and self.constraints.matches_nothing(
                 key, self.placeholders_in(key)):
