@@ -232,6 +232,15 @@ def test_language_of_inline_holes_and_open_brackets():
         assert not in_string.fullmatch(bad), repr(bad)
 
 
+def test_an_inline_hole_that_starts_its_line_starts_with_code():
+    """(With only the line's indentation before it, a fill could begin with blanks: an "unexpected indent".)"""
+    for prefix in ("def f(a):\n    ", "class A:\n    x = 1\n    "):
+        rx = _regex(prefix, " = a\n")
+        assert rx.fullmatch("name") and not rx.fullmatch("  name") and not rx.fullmatch("\tname")
+    for prefix in ("x = (1,\n    ", "x = 1 + \\\n    ", "y = "):  # (in brackets, after a continuation, mid-line)
+        assert _regex(prefix, ")\n" if "(" in prefix else "\n").fullmatch("  name"), prefix
+
+
 @pytest.mark.skipif(not HAVE_SHARED, reason="needs ../shared/humaneval_infilling")
 def test_a_comment_alone_only_where_the_code_after_it_still_indents_right():
     """(After `def f(x):`, a hole before a deeper line and a line back at the hole's level must open a block: a

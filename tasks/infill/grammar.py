@@ -168,6 +168,8 @@ class HoleContext:
     # would need a statement before it: it is deeper than every open level, or the code ends after an opened block)
     try_levels: tuple[int, ...] | None = None  # where a `try:` that ends the hole is followed by its `except` /
     # `finally` (the first statement after its body at its level or shallower is one, at its level); None: any level
+    line_start: bool = False  # an inline hole with only the line's indentation before it (outside brackets and
+    # continuations): it starts the statement, so its first character is not blank (an "unexpected indent")
 
 
 def _unit(*texts: str) -> str | None:
@@ -250,7 +252,9 @@ def hole_context(prefix: str, suffix: str, whole_line: bool, indent: str | None 
     opened = tuple(before.stack) if not before.mismatched else ()
     closed = tuple(after.unmatched) if after.quote is None else ()
     if not whole_line:
-        return HoleContext(False, True, open_before=opened, closed_after=closed)
+        lines = prefix.split("\n")
+        start = not opened and not lines[-1].strip(" \t") and not (len(lines) > 1 and lines[-2].endswith("\\"))
+        return HoleContext(False, True, open_before=opened, closed_after=closed, line_start=start)
     unit = _unit(prefix, suffix, indent or "")
     if indent is not None and unit is not None and indent.strip(unit):
         unit = None  # the marker's indentation mixes characters the file does not use
@@ -492,7 +496,7 @@ def hole_regex(ctx: HoleContext, depth: int = 4) -> str:
     if b.multiline and ctx.next_known and ctx.unit is not None and not ctx.open_before and not ctx.closed_after:
         return _block_regex(ctx, b)
     # a whole-line hole's first line starts with its indentation (`_first_indent`), then code
-    lead = not (ctx.whole_line and ctx.unit is not None and not ctx.open_before)
+    lead = not (ctx.whole_line and ctx.unit is not None and not ctx.open_before) and not ctx.line_start
     body = "|".join(f"(?:{b.sequence(k, opened, lead)})" for k, opened in _choices(ctx))
     # the last line may end with a comment, or be one
     blank = r"[ \t]*" if lead else ""
