@@ -997,7 +997,11 @@ def _puzzle_sets(spec: str, n: int, tiers: list[str]) -> dict[str, list[list[int
     from diffreason.tasks import sudoku
 
     sets: dict[str, list[list[int]]] = {}
-    for name in [f.strip() for f in spec.split(",") if f.strip()]:
+    names = [f.strip() for f in spec.split(",") if f.strip()]
+    real = [os.path.realpath(name) for name in names]
+    if twice := next((name for k, name in enumerate(names) if real[k] in real[:k]), None):
+        raise DiffreasonError(f"--puzzles names {twice!r} twice")
+    for name in names:
         path = Path(name)
         entries, source = sudoku.read_puzzle_input(None, path, option="--puzzles")
         counts = sudoku.count_solutions(entries)
@@ -1467,6 +1471,7 @@ def eval_infill(
 
 @eval_app.command("suite")
 def eval_suite(
+    ctx: typer.Context,
     name: str = typer.Argument(None, help="a named suite: quick (a few minutes on one CPU thread) or full (the "
                                "published reports' sets)"),
     suite_file: Path = typer.Option(None, "--suite-file", help="a suite of your own: a TOML or JSON file with "
@@ -1497,6 +1502,12 @@ def eval_suite(
     if report_only:
         if out is None and name is None and suite_file is None:
             raise DiffreasonError("--report-only needs the suite's --out (or its name)")
+        given = [f"--{p.replace('_', '-')}" for p in ("restart", "seed", "sudoku_model", "json_model", "code_model",
+                                                      "baseline", "device", "threads")
+                 if getattr(ctx.get_parameter_source(p), "name", None) == "COMMANDLINE"]
+        if given:
+            raise DiffreasonError(f"--report-only rebuilds the report from the results as they were run: "
+                                  f"{', '.join(given)} would not apply")
         out = out or Path("evals/reports") / f"suite-{name or suites.suite_file_name(suite_file)}"
         head, lines = suites.Results(out / "results.jsonl").read()
         if head is None:

@@ -104,7 +104,7 @@ def paths(tmp_path_factory, tiny_checkpoint, sudoku_checkpoint) -> dict[str, str
         "schema": {"type": "object", "properties": {"a": {"type": "integer"}}},
         "tests": [{"data": {"a": 1}, "valid": True}],
     }))
-    return {"D": str(d), "CKPT": str(tiny_checkpoint), "SUD": str(sudoku_checkpoint), "P": PUZZLE,
+    return {"D": str(d), "D_NAME": d.name, "CKPT": str(tiny_checkpoint), "SUD": str(sudoku_checkpoint), "P": PUZZLE,
             "UNSOLVABLE": UNSOLVABLE}
 
 
@@ -208,6 +208,8 @@ CASES = [
      "--run-dir '{D}/sudoku_run' holds a run of a Sudoku model, not a JSON one", False),
     # eval
     (EVAL + ["--tiers", ",", "--out", "{D}/out"], None, "--tiers names no tier", True),
+    (EVAL + ["--puzzles", "{D}/latin1.txt,{D}/../{D_NAME}/latin1.txt", "--out", "{D}/out"], None,
+     "--puzzles names '{D}/../{D_NAME}/latin1.txt' twice", True),
     (EVAL + ["--modes", "", "--out", "{D}/out"], None, "--modes names no mode", True),
     (EVAL + ["--tiers", "impossible", "--out", "{D}/out"], None, "unknown tier or mode 'impossible'", True),
     (EVAL + ["--out", "{D}/afile"], None, "--out '{D}/afile' is a file, not a directory", True),

@@ -303,3 +303,10 @@ def test_a_puzzle_files_bad_puzzles_are_warned_about(tmp_path, capsys):
     (tmp_path / "s" / "puzzles.txt").write_text(f"{good}\n{good[:-1]}\n")
     assert len(suites.Items(suites.load_suite_file(path, False).entries[2])) == 1
     assert "puzzles.txt line 2: puzzle has 80 cells, expected 81 (skipped)" in capsys.readouterr().err
+
+
+def test_report_only_refuses_options_it_would_not_apply(tmp_path):
+    path = write_suite(tmp_path / "s")
+    p = run("--suite-file", str(path), "--out", str(tmp_path / "out"), "--report-only", "--restart", "--seed", "3")
+    one_error_line(p, "--report-only rebuilds the report from the results as they were run: --restart, --seed would "
+                      "not apply")
