@@ -274,7 +274,7 @@ def check_entry(entry: Entry, at: str) -> None:
         if kind == _FLOAT and not lo < value <= hi:  # (seconds: none is no time at all, as the CLI's options say)
             raise SuiteError(f"{at}: option {key!r} must lie in ({lo:g}, {hi:g}], got {value!r}")
         if lo is not None and not lo <= value <= hi:
-            raise SuiteError(f"{at}: option {key!r} must lie in [{lo:g}, {hi:g}], got {value!r}")
+            raise SuiteError(f"{at}: option {key!r} must lie in [{lo!r}, {hi!r}], got {value!r}")
     if entry.task == "sudoku":
         from diffreason.tasks.sudoku import TIERS
 
