@@ -296,6 +296,7 @@ class DiffusionBackend(BaseBackend):
         raise EndpointError("the server's stream ended without a final answer")
 
     def _remote_select(self, prompt: str, choices: list[str]) -> ChoicesDecision:
+        self._remote_choices_fit(prompt, choices)
         regex = "(" + "|".join(re.escape(c) for c in choices) + ")"
         longest = max(len(c.encode()) for c in choices)  # a byte-level vocabulary: at most one token per byte
         body = {"text": prompt, "sampling_params": {"regex": regex, "max_new_tokens": longest + 2}}
@@ -305,6 +306,26 @@ class DiffusionBackend(BaseBackend):
         if text not in choices:  # the server's slot language is exactly the choices
             raise EndpointError(f"the server's select answered {text!r}, not one of {choices!r}")
         return ChoicesDecision(decision=text, meta_info={**meta, "scores": None})
+
+    def _remote_choices_fit(self, prompt: str, choices: list[str]) -> None:
+        """The local check that every choice fits one canvas, against the server's tokenizer: a choice of more bytes
+        than a canvas holds tokens is sent alone, and the server's refusal ("no text ... fits") is the ConfigError
+        (a choice past the canvas would silently never be chosen). Servers that do not give their canvas length
+        (SGLang's /get_model_info) are not asked."""
+        canvas = self.endpoints.info(self.endpoints.urls[0]).get("canvas_length")
+        if not isinstance(canvas, int):
+            return
+        for choice in choices:
+            if len(choice.encode()) <= canvas - 1:  # (a byte-level vocabulary: at most one token per byte)
+                continue
+            body = {"text": prompt, "sampling_params": {"regex": re.escape(choice), "max_new_tokens": canvas}}
+            try:
+                self.endpoints.post(body, self.seed)
+            except EndpointError as exc:
+                if exc.status == 400 and "fits in" in str(exc):
+                    raise ConfigError(f"select choice {choice[:30]!r}{'...' if len(choice) > 30 else ''} does not "
+                                      f"fit one canvas ({canvas - 1} tokens): every choice must") from None
+                raise
 
     # -- select -----------------------------------------------------------------------------------------------------
 

@@ -34,7 +34,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 from urllib.parse import urlparse
 
-from diffreason.errors import ConfigError, DiffreasonError
+from diffreason.errors import ConfigError, DiffreasonError, TemplateError
 
 RETRY_STATUS = (502, 503, 504)
 STEPS_KEY = "diffreason_steps"
@@ -360,6 +360,10 @@ class RemoteEngine:
         body: dict = {"text": prompt} if isinstance(prompt, str) else {"input_ids": [int(t) for t in prompt]}
         params: dict = {}
         template, default = request.template, self.default_max_new_tokens
+        if template is not None and request.max_new_tokens is not None and request.max_new_tokens < len(template):
+            # (as the local engine refuses it)
+            raise TemplateError(f"max_new_tokens={request.max_new_tokens} is shorter than the template "
+                                f"({len(template)})")
         source = getattr(template, "source", None)
         if source is not None:
             from diffreason.tasks.json_schema.base import Budget

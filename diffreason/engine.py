@@ -18,7 +18,7 @@ import numbers
 import operator
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 
 import torch
 from transformers import DynamicCache
@@ -109,6 +109,7 @@ class _Batch:
     early: list[list[bool]]  # [B]: per canvas, converged before the step budget
     finished: list[bool]  # [B]: an EOS was committed
     traces: list[list[StepTrace]]  # [B]: the steps recorded (with `trace`)
+    ended: set[int] = field(default_factory=set)  # rows `on_canvas` ended (their clients have gone)
 
 
 @dataclass
@@ -124,7 +125,8 @@ class _Canvas:
 
 
 StepCallback = Callable[[int, StepTrace], None]  # (request index, trace of its step)
-CanvasCallback = Callable[[int, int, list], None]  # (request index, canvas index, committed tokens)
+# (request index, canvas index, committed tokens) -> True to end that request there (its client has gone)
+CanvasCallback = Callable[[int, int, list], bool | None]
 # Called after every sampler step with the state and the rows it advanced; may edit the canvas (task-aware modes).
 StepHook = Callable[[DenoiseState, torch.Tensor], None]
 
@@ -205,7 +207,8 @@ class Engine:
     ) -> list[GenerationResult]:
         """Results in request order. Requests run in batches of `max_batch_size`, longest prompts together.
 
-        `on_canvas(request index, canvas index, tokens)` is called as each canvas is committed (streaming).
+        `on_canvas(request index, canvas index, tokens)` is called as each canvas is committed (streaming); when it
+        returns True the request ends there, as after an EOS (a server's client that has gone).
         """
         self.stats = EngineStats()
         prepared = [self._prepare(r) for r in requests]
@@ -464,10 +467,11 @@ class Engine:
             run.steps[i].append(int(state.steps_taken[j]))
             run.early[i].append(bool(state.stopped_early[j]))
             run.finished[i] = has_eos[j]
-            if on_canvas is not None:
-                on_canvas(run.request_ids[i], k, committed[j].tolist())
+            if on_canvas is not None and on_canvas(run.request_ids[i], k, committed[j].tolist()):
+                run.ended.add(i)
 
-        keep = [j for j, i in enumerate(run.alive) if not run.finished[i] and k + 1 < run.requests[i][3]]
+        keep = [j for j, i in enumerate(run.alive)
+                if not run.finished[i] and i not in run.ended and k + 1 < run.requests[i][3]]
         if not keep or k + 1 == run.n_canvases:
             return False
         if len(keep) < len(run.alive):

@@ -13,7 +13,8 @@ The contract, as SGLang's server and the diffreason plugin answer it:
   "diffreason_steps"}}`. A stream sends one `data:` chunk per committed canvas (the text so far), then the full
   answer (every canvas's steps), then `data: [DONE]`.
 - a request it cannot serve is HTTP 400 with `{"error": {"message": ...}}` (SGLang's shape), a finished JSON output
-  that fails its schema HTTP 500 (a compiler bug, never passed on as valid); parameters upstream's Gemma4Renoise
+  that fails its schema HTTP 500 (a compiler bug, never passed on as valid; one jsonschema cannot finish checking in
+  5 s — a pattern it backtracks on — is answered, with `meta_info.diffreason_unchecked` saying so); parameters upstream's Gemma4Renoise
   refuses (penalties, min_p, logit_bias, ebnf, structural tags, logprobs) are refused alike; others it ignores
   (temperature, top_p, top_k: the renoise schedule governs sampling) are ignored here too. `stop` (a string or a
   list) and `stop_token_ids` end an answer as SGLang ends it: the text stops before the first stop string or stop
@@ -24,7 +25,8 @@ The contract, as SGLang's server and the diffreason plugin answer it:
 
 Requests that arrive together run as one batch (`Engine.generate_batch`, up to `max_batch` rows, gathered for
 `batch_wait` seconds): each row keeps its own seed's random stream, so an answer does not depend on what it was
-batched with. Differences from SGLang: the seed is `sampling_seed` (SGLang's Gemma4Renoise seeds by request id and
+batched with. A request whose client goes away (a closed stream, a dropped connection) is not run, or ends at its
+next canvas; a batch runs to its end before the next starts. A constraint may take 10 s of CPU to compile. Differences from SGLang: the seed is `sampling_seed` (SGLang's Gemma4Renoise seeds by request id and
 refuses `sampling_seed`), so the same request gives the same tokens here every time.
 """
 
@@ -42,6 +44,8 @@ from diffreason.client import cut_at_stop, settled_text
 from diffreason.errors import DiffreasonError
 
 DEFAULT_MAX_NEW_TOKENS = 128  # SGLang's default
+COMPILE_SECONDS = 10.0  # CPU time one request's constraint may take to compile (the SGLang plugin's bound)
+OUTPUT_CHECK_SECONDS = 5.0  # how long jsonschema may take over one finished output (off the event loop)
 REFUSED = {  # what upstream's Gemma4Renoise refuses, with the value that means "not used"
     "frequency_penalty": 0.0, "presence_penalty": 0.0, "repetition_penalty": 1.0, "min_new_tokens": 0, "min_p": 0.0,
     "logit_bias": None, "ebnf": None, "structural_tag": None,
@@ -65,6 +69,7 @@ class Job:
     stop: tuple = ()  # stop strings
     stop_ids: tuple = ()  # stop token ids
     done: Future = field(default_factory=Future)
+    gone: threading.Event = field(default_factory=threading.Event)  # its client has gone: end it at the next canvas
 
 
 def parse_request(body: Any, tokenizer, canvas_length: int, lm=None) -> tuple[list[Job], bool]:
@@ -129,7 +134,8 @@ def parse_request(body: Any, tokenizer, canvas_length: int, lm=None) -> tuple[li
             template = template_from_positions(raw_template, len(tokenizer))
         elif given:
             template, compiled = constraint_template(tokenizer, canvas_length, regex=params.get("regex"),
-                                                     json_schema=params.get("json_schema"), max_tokens=max_new)
+                                                     json_schema=params.get("json_schema"), max_tokens=max_new,
+                                                     compile_seconds=COMPILE_SECONDS)
             schema = None if compiled is None else compiled.schema
     except DiffreasonError as exc:
         raise RequestError(str(exc)) from None
@@ -190,12 +196,22 @@ class Batcher:
                     batch.append(self.jobs.get(timeout=max(0.0, deadline - time.monotonic())))
                 except queue.Empty:
                     break
+            started = []
+            for job in batch:  # (a job whose client left while it waited is not run)
+                if job.done.set_running_or_notify_cancel() and not job.gone.is_set():
+                    started.append(job)
+                elif not job.done.done():
+                    job.done.set_exception(RequestError("the client has gone"))
+            if not started:
+                continue
+            batch = started
             self.batches.append(len(batch))
             requests = [GenerationRequest(j.prompt, j.template, j.seed, j.max_new_tokens) for j in batch]
 
-            def on_canvas(index: int, canvas: int, tokens: list) -> None:
+            def on_canvas(index: int, canvas: int, tokens: list) -> bool:
                 if batch[index].chunks is not None:
                     batch[index].chunks.put((canvas, list(tokens)))
+                return batch[index].gone.is_set()  # (its row ends here: no one reads the rest)
 
             try:
                 results = self.engine.generate_batch(requests, on_canvas=on_canvas)
@@ -209,22 +225,28 @@ class Batcher:
 
 def answer(job: Job, result, tokenizer) -> dict:
     """SGLang's /generate answer for a finished job (RequestError-free: a failed schema check raises
-    DiffreasonError, HTTP 500)."""
-    from diffreason.structured import check_output
+    DiffreasonError, HTTP 500; a check jsonschema cannot finish is said in `meta_info.diffreason_unchecked`)."""
+    from diffreason.structured import OutputUnchecked, check_output
 
     tokens = list(result.tokens[: job.max_new_tokens])  # canvases come whole; SGLang cuts at max_new_tokens too
     text = tokenizer.decode(tokens, skip_special_tokens=True)
+    unchecked = None
     if job.schema is not None:
-        check_output(job.schema, text, 5.0)
+        try:
+            check_output(job.schema, text, OUTPUT_CHECK_SECONDS)
+        except OutputUnchecked as exc:  # (a pattern jsonschema backtracks on: the output is the template's)
+            unchecked = exc.reason
     stopped = result.finished and len(tokens) == len(result.tokens)
     finish = ({"type": "stop", "matched": tokenizer.eos_token_id} if stopped
               else {"type": "length", "length": len(tokens)})
     tokens, text, matched = stopped_answer(tokens, text, job, tokenizer)
     if matched is not None:
         finish = {"type": "stop", "matched": matched}
-    return {"text": text, "output_ids": tokens, "meta_info": {
-        "id": job.rid, "finish_reason": finish, "prompt_tokens": len(result.prompt_ids),
-        "completion_tokens": len(tokens), "diffreason_steps": list(result.steps)}}
+    meta = {"id": job.rid, "finish_reason": finish, "prompt_tokens": len(result.prompt_ids),
+            "completion_tokens": len(tokens), "diffreason_steps": list(result.steps)}
+    if unchecked is not None:
+        meta["diffreason_unchecked"] = unchecked
+    return {"text": text, "output_ids": tokens, "meta_info": meta}
 
 
 def stopped_answer(tokens: list[int], text: str, job: Job, tokenizer) -> tuple[list[int], str, Any]:
@@ -279,8 +301,8 @@ def make_app(lm, max_batch: int = 16, batch_wait: float = 0.01):
     async def generate(request: Request):  # (FastAPI reads this annotation: no `from __future__ import annotations`)
         try:
             body = json.loads(await request.body())
-        except (ValueError, UnicodeDecodeError) as exc:  # (ValueError: JSON's, or an integer of 4,300+ digits)
-            return error(400, f"the body is not JSON: {exc}")
+        except (ValueError, UnicodeDecodeError, RecursionError) as exc:  # (JSON's, an integer of 4,300+ digits,
+            return error(400, f"the body is not JSON: {exc}")              # nesting past Python's recursion limit)
         try:
             jobs, as_list = await asyncio.to_thread(parse_request, body, tokenizer, lm.canvas_length, lm)
         except RequestError as exc:
@@ -288,9 +310,16 @@ def make_app(lm, max_batch: int = 16, batch_wait: float = 0.01):
         futures = [batcher.submit(job) for job in jobs]
         if jobs[0].chunks is not None:
             return StreamingResponse(_stream(jobs[0], futures[0], tokenizer), media_type="text/event-stream")
+        waiting = asyncio.gather(*(asyncio.wrap_future(f) for f in futures))
+        while not (await asyncio.wait({waiting}, timeout=0.5))[0]:
+            if await request.is_disconnected():  # (its rows end at their next canvas)
+                for job in jobs:
+                    job.gone.set()
+                return error(499, "the client has gone")
         try:
-            results = [await asyncio.wrap_future(f) for f in futures]
-            answers = [answer(job, result, tokenizer) for job, result in zip(jobs, results)]
+            results = waiting.result()
+            # (off the event loop: a schema check may take seconds, and the server's other clients wait for none)
+            answers = await asyncio.to_thread(lambda: [answer(j, r, tokenizer) for j, r in zip(jobs, results)])
         except DiffreasonError as exc:
             return error(500, str(exc))
         return answers if as_list else answers[0]
@@ -301,6 +330,15 @@ def make_app(lm, max_batch: int = 16, batch_wait: float = 0.01):
 async def _stream(job: Job, future: Future, tokenizer):
     """One `data:` chunk per committed canvas (the text so far that no later canvas changes), then the full answer,
     then `[DONE]`."""
+    try:
+        async for chunk in _chunks(job, future, tokenizer):
+            yield chunk
+    finally:  # (the client has gone before the end: its row ends at its next canvas)
+        if not future.done():
+            job.gone.set()
+
+
+async def _chunks(job: Job, future: Future, tokenizer):
     so_far: list[int] = []
     while not future.done() or not job.chunks.empty():
         try:
@@ -319,7 +357,7 @@ async def _stream(job: Job, future: Future, tokenizer):
             "id": job.rid, "canvas": canvas, "finish_reason": None}}
         yield f"data: {json.dumps(chunk)}\n\n"
     try:
-        final = answer(job, future.result(), tokenizer)
+        final = await asyncio.to_thread(answer, job, future.result(), tokenizer)
     except DiffreasonError as exc:
         final = {"error": {"message": str(exc), "code": 500}}
     yield f"data: {json.dumps(final)}\n\n"

@@ -7,7 +7,9 @@ instance for a model class) and the engine's result (steps per canvas, tokens, t
 
 from __future__ import annotations
 
+import functools
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -65,7 +67,11 @@ def constraint_template(
         # A regex is one slot: as long as the token budget allows, within one canvas (EOS takes the last place).
         length = min(max_tokens if max_tokens is not None else canvas_length, canvas_length) - 1
         if length < 1:
-            raise TemplateError(f"max_tokens={max_tokens} leaves no room for a regex match")
+            raise TemplateError(f"max_new_tokens={max_tokens} leaves no room for a regex match")
+        least = _least_chars(regex)
+        if least > length * _longest_token(tokenizer):  # (refused before an automaton of its size is built)
+            raise TemplateError(f"no text the constraint allows fits in {length} tokens (a match has at least "
+                                f"{least} characters, and a token spells at most {_longest_token(tokenizer)})")
         eos = CanvasTemplate.from_positions(len(tokenizer), [tokenizer.eos_token_id])
         with cpu_budget(compile_seconds, compile_memory, "compiling the regex"):
             template = CanvasTemplate.from_regex(regex, tokenizer, length) + eos
@@ -78,6 +84,22 @@ def constraint_template(
     template.source = ("regex", regex, max_tokens) if regex is not None else (
         "json_schema", json.dumps(json_schema), max_tokens)
     return template, compiled
+
+
+def _least_chars(regex: str) -> int:
+    """The fewest characters a match of `regex` has, as Python's parser counts them (0 when it cannot parse it: the
+    regex compiler says why)."""
+    try:
+        return re._parser.parse(regex).getwidth()[0]
+    except (re.error, RecursionError, OverflowError):
+        return 0
+
+
+@functools.lru_cache(maxsize=16)
+def _longest_token(tokenizer) -> int:
+    """At least the most characters one token of `tokenizer` spells: its longest token string (a byte-level BPE's
+    holds one character per byte, a SentencePiece's one per character)."""
+    return max(len(t or "") for t in tokenizer.convert_ids_to_tokens(list(range(len(tokenizer)))))
 
 
 def generate(
@@ -112,11 +134,19 @@ def generate(
     return value, result
 
 
+class OutputUnchecked(DiffreasonError):
+    """jsonschema could not decide on an output (it fails on the schema, or ran out of time): `reason` says why."""
+
+    def __init__(self, reason: str, text: str):
+        super().__init__(f"{reason}; the output, unchecked: {text}")
+        self.reason = reason
+
+
 def check_output(schema: Any, text: str, seconds: float = VALIDATION_SECONDS) -> Any:
     """The JSON value of a constrained output, checked against its schema (formats too) as the last line of defence:
     the template makes every output valid, so a failure here is a compiler bug, reported as one — never a value
     passed on as valid. A check that cannot decide (jsonschema fails on the schema, or runs past `seconds` on a
-    pattern that backtracks) says so, with the output."""
+    pattern that backtracks) says so, with the output (OutputUnchecked)."""
     try:
         value = json.loads(text)
     except ValueError:
@@ -124,9 +154,9 @@ def check_output(schema: Any, text: str, seconds: float = VALIDATION_SECONDS) ->
     try:
         error = validate_json(schema, value, seconds)
     except ValidationTimeout as exc:
-        raise DiffreasonError(f"{exc}; the output, unchecked: {text}") from None
+        raise OutputUnchecked(str(exc), text) from None
     except DiffreasonError as exc:  # jsonschema itself fails on this schema (e.g. a $ref into a non-schema)
-        raise DiffreasonError(f"{exc}; the output, unchecked: {text}") from None
+        raise OutputUnchecked(str(exc), text) from None
     if error is not None:
         message, where, _ = error
         raise DiffreasonError(f"internal error: the output {text!r} does not validate ({message} at {where})")

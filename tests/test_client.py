@@ -296,6 +296,10 @@ def test_regex_and_schema_templates_travel_as_their_constraint_and_give_the_loca
         [GenerationRequest("x", template=hand, seed=1), requests[0]], return_errors=True)
     assert isinstance(results[0], EndpointError) and "cannot be sent" in str(results[0])
     assert results[1].tokens == remote[0].tokens
+    # a max_new_tokens shorter than the template: refused as the local engine refuses it (a server recompiled it)
+    short = GenerationRequest("a code", template=regex, seed=4, max_new_tokens=4)
+    results = RemoteEngine(Endpoints([json_server])).generate_batch([short], return_errors=True)
+    assert str(results[0]) == f"the request cannot be sent: max_new_tokens=4 is shorter than the template ({len(regex)})"
 
 
 def test_a_program_runs_on_a_server_as_it_runs_locally(json_server):
@@ -321,6 +325,27 @@ def test_a_program_runs_on_a_server_as_it_runs_locally(json_server):
     streamed = card.run(who="a wizard", backend=DiffusionBackend(json_server, seed=5), stream=True)
     assert "".join(streamed.text_iter()) == remote.text()
     assert streamed.get_meta_info("free")["steps"] == remote.get_meta_info("free")["steps"]
+
+
+def test_a_select_choice_that_fits_no_canvas_is_refused_on_a_server_as_locally(json_server):
+    """(A server's select silently never chose it: the local backend refuses it.)"""
+    import sglang as sgl
+
+    from diffreason.backends.sglang_frontend import DiffusionBackend
+    from diffreason.errors import ConfigError
+
+    @sgl.function
+    def pick(s, long):
+        s += "Pick: " + sgl.select("c", choices=[long, "y"], temperature=1.0)
+
+    errors = []
+    for where in (json_server, EMBEDDED_JSON):
+        state = pick.run(long="zq" * 150, backend=DiffusionBackend(where))
+        state.sync()
+        errors.append(state.error())
+    assert all(isinstance(e, ConfigError) for e in errors) and str(errors[0]) == str(errors[1]), errors
+    fits = pick.run(long=" the" * 40, backend=DiffusionBackend(json_server))  # (160 bytes in 40 tokens: it fits)
+    assert fits.error() is None and fits["c"] in (" the" * 40, "y")
 
 
 def test_engine_options_are_refused_for_a_server(json_server):

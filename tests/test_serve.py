@@ -130,6 +130,9 @@ def test_an_unconstrained_answer_ends_at_max_new_tokens(server):
      "the prompt (5000 tokens) and the answer's 1 canvas of 128 need 5128 positions; the model has 4096"),
     ({"text": "a", "sampling_params": {"max_new_tokens": 10**6, "custom_params": {
         "diffreason_template": json.dumps([None] * 200_000)}}}, None, "1563 canvases of 128 need 200066 positions"),
+    # (QA, 2026-12-07: a body nested past the recursion limit was a 500; a regex no slot can hold compiled for 40 s)
+    (None, b"[" * 100_000, "the body is not JSON"),
+    ({"text": "x", "sampling_params": {"regex": "[\\s\\S]{5003}"}}, None, "a match has at least 5003 characters"),
 ])
 def test_a_bad_request_is_a_400_with_the_reason_and_the_server_lives_on(server, body, raw, message):
     status, text = post(server + "/generate", body, raw=raw)
@@ -235,3 +238,41 @@ def test_each_streamed_text_extends_the_one_before_when_a_canvas_splits_a_stop_o
     data = [json.loads(c[6:]) for c in asyncio.run(collect())[:-1]]
     streamed = [d["text"] for d in data]
     assert streamed[-1] == "hello é " and all(b.startswith(a) for a, b in zip(streamed, streamed[1:])), streamed
+
+
+def test_an_output_jsonschema_cannot_finish_checking_is_answered_and_said_so(monkeypatch):
+    """(A pattern jsonschema backtracks on made a valid output an HTTP 500, after blocking the event loop 5 s.)"""
+    from types import SimpleNamespace
+
+    from diffreason import serve
+    from diffreason.model import load_model
+
+    tok = load_model(EMBEDDED_JSON).tokenizer
+    schema = {"type": "string", "pattern": "^a{29}b$", "not": {"pattern": "^(a+)+$"}}
+    ids = tok.encode(json.dumps("a" * 29 + "b"), add_special_tokens=False) + [tok.eos_token_id]
+    job = serve.Job("r", "p", None, schema, 0, 128)
+    monkeypatch.setattr(serve, "OUTPUT_CHECK_SECONDS", 0.2)
+    out = serve.answer(job, SimpleNamespace(tokens=ids, finished=True, prompt_ids=[0], steps=[3]), tok)
+    assert json.loads(out["text"]) == "a" * 29 + "b"
+    assert "did not finish" in out["meta_info"]["diffreason_unchecked"]
+
+
+def test_a_request_whose_client_has_gone_is_not_run_or_ends_at_its_next_canvas():
+    """(Abandoned requests ran to their end: a closed 30-canvas stream held the server for 36 s.)"""
+    from diffreason.engine import Engine, GenerationRequest
+    from diffreason.model import load_model
+    from diffreason.serve import Batcher, Job, RequestError
+    from diffreason.structured import template_from_positions
+
+    lm = load_model(EMBEDDED_JSON)
+    template = template_from_positions([None] * 300, lm.vocab_size)  # (3 canvases, no EOS)
+    ended = Engine(lm).generate_batch([GenerationRequest("a", template, 0, 300)] * 2,
+                                      on_canvas=lambda i, k, tokens: i == 0)
+    assert [len(r.steps) for r in ended] == [1, 3]
+    batcher = Batcher(Engine(lm), batch_wait=0.5)
+    gone, kept = Job("g", "a", None, None, 0, 8), Job("k", "a", None, None, 0, 8)
+    gone.gone.set()
+    batcher.submit(gone), batcher.submit(kept)
+    assert kept.done.result(timeout=300).steps and batcher.batches == [1]
+    with pytest.raises(RequestError, match="the client has gone"):
+        gone.done.result(timeout=1)
