@@ -1169,6 +1169,7 @@ def eval_json(
     lm = load_model(model, dtype=_torch_dtype(dtype)) if model else None
     if lm is not None:
         _with_draws(lm, draws)
+        _writes_json(lm)
     tokenizer = lm.tokenizer if lm else train_byte_bpe()
     with Progress(console=err_console, transient=True) as bar:
         task = bar.add_task("schemas", total=len(files))
@@ -1187,6 +1188,20 @@ def eval_json(
         _stderr_line(f"error: {' '.join(problem.split())}")
     if problems:
         raise typer.Exit(EXIT_SOME_FAILED)
+
+
+def _writes_json(lm) -> None:
+    """A model whose tokenizer cannot spell a small JSON object (a Sudoku model's) is bad input, not a schema's
+    failure: one error before the eval."""
+    from diffreason.structured import constraint_template
+
+    small = {"type": "object", "properties": {"name": {"type": "string"}, "n": {"type": "integer"}},
+             "required": ["name", "n"]}
+    try:
+        constraint_template(lm.tokenizer, lm.canvas_length, json_schema=small)
+    except DiffreasonError as exc:
+        raise DiffreasonError(f"--model {str(lm.path)!r} cannot write JSON ({' '.join(str(exc).split())[:200]})") \
+            from None
 
 
 @eval_app.command("json-fuzz")

@@ -275,14 +275,18 @@ def save_model(lm: DiffusionLM, path: str | Path) -> Path:
 
     The write is atomic: the files go to a temporary sibling directory (`.NAME.tmp`, a crashed save's leftover is
     removed first), which then takes the place of `path` by rename. A crash or Ctrl-C mid-save leaves the previous
-    checkpoint whole — a half-written model.safetensors once blocked resuming a training run. Other files of the
+    checkpoint whole — a half-written model.safetensors once blocked resuming a training run; stopped between its two
+    renames, the previous one waits as `.NAME.old`, which the next save puts back first. Other files of the
     previous checkpoint (a README, say) are copied over; a directory that holds files but no checkpoint is refused
     rather than replaced. Problems writing are one DiffreasonError.
     """
     path = Path(os.path.abspath(Path(path).expanduser()))
     if path.exists() and not path.is_dir():
         raise DiffreasonError(f"cannot write a checkpoint to {str(path)!r}: it is a file")
+    tmp, old = path.with_name(f".{path.name}.tmp"), path.with_name(f".{path.name}.old")
     try:
+        if not path.exists() and (old / "config.json").is_file():  # (a save stopped between its two renames)
+            os.replace(old, path)
         existing = sorted(path.iterdir()) if path.is_dir() else []
     except OSError as exc:
         raise DiffreasonError(f"cannot write a checkpoint to {str(path)!r}: {exc.strerror or exc}") from None
@@ -290,7 +294,6 @@ def save_model(lm: DiffusionLM, path: str | Path) -> Path:
         raise DiffreasonError(
             f"{str(path)!r} holds files but no checkpoint; refusing to replace it (choose a new or empty directory)"
         )
-    tmp, old = path.with_name(f".{path.name}.tmp"), path.with_name(f".{path.name}.old")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         shutil.rmtree(tmp, ignore_errors=True)
@@ -299,6 +302,11 @@ def save_model(lm: DiffusionLM, path: str | Path) -> Path:
         lm.model.save_pretrained(tmp, safe_serialization=True)
         lm.tokenizer.save_pretrained(tmp)
         write_processor(tmp)
+        mask = os.umask(0)
+        os.umask(mask)
+        for written in tmp.iterdir():  # (safetensors writes its file 0600: readable as the others are)
+            if written.is_file():
+                os.chmod(written, 0o666 & ~mask)
         for entry in existing:
             if not (tmp / entry.name).exists() and not entry.name.endswith(_WEIGHT_SUFFIXES):
                 (shutil.copytree if entry.is_dir() else shutil.copy2)(entry, tmp / entry.name)
@@ -445,6 +453,15 @@ def load_model(
     except Exception as exc:
         why = "it has no tokenizer.json" if not (path / "tokenizer.json").is_file() else first_line(exc).rstrip(":")
         raise ModelLoadError(f"could not load the tokenizer in {str(path)!r}: {why}") from None
+    embedded = model.get_input_embeddings().num_embeddings
+    if len(tokenizer) > embedded:  # (its last ids would index past the embedding)
+        raise ModelLoadError(f"the tokenizer in {str(path)!r} has {len(tokenizer)} tokens, more than the model's "
+                             f"{embedded} embeddings: they are not one checkpoint's")
+    for name in ("eos_token_id", "pad_token_id", "bos_token_id"):
+        token = getattr(tokenizer, name)
+        if token is not None and not 0 <= token < embedded:
+            raise ModelLoadError(f"the tokenizer in {str(path)!r} has {name} {token}, outside the model's {embedded} "
+                                 "embeddings")
     if device is not None:
         model.to(device)
     model.eval()

@@ -202,8 +202,8 @@ def train(
     identity_file, config_file = run_dir / "run.json", run_dir / "train_config.json"
     previous = None
     if state_file.is_file():
-        _check_identity(identity_file, identity, run_dir)
         previous = _read_json(config_file)
+        _check_identity(identity_file, identity, run_dir, previous)
         step, elapsed = _restore(state_file, model, optim, generator, stream_state)
         saved = step
         console.print(f"resuming from step {step} ({state_file})")
@@ -219,8 +219,8 @@ def train(
             with open(run_dir / "train_config_history.jsonl", "a") as f:
                 f.write(json.dumps({"until_step": step, "config": previous}) + "\n")
         if not state_file.is_file() or not identity_file.is_file():  # (a fresh start is the run from now on)
-            identity_file.write_text(json.dumps(identity, indent=2) + "\n")
-        config_file.write_text(cfg.model_dump_json(indent=2))
+            _write_atomic(identity_file, json.dumps(identity, indent=2) + "\n")
+        _write_atomic(config_file, cfg.model_dump_json(indent=2))
         if log_file.is_file():  # drop records past the checkpoint (those steps are about to be redone) and torn lines
             kept = [ln for ln in log_file.read_text().splitlines() if _logged_step(ln, step)]
             log_file.write_text("".join(ln + "\n" for ln in kept))
@@ -243,6 +243,7 @@ def train(
             "step": step,
             "elapsed": elapsed,
         }
+        lm.save(run_dir / "model")  # (first: a trainer state on disk always has its model beside it)
         tmp = state_file.with_suffix(".tmp")
         try:
             with open(tmp, "wb") as f:
@@ -253,9 +254,10 @@ def train(
         except OSError as exc:
             raise DiffreasonError(f"cannot write the checkpoint {state_file}: {exc.strerror or exc}") from None
         saved = step  # what a rerun resumes from (the trainer state holds the weights too)
-        lm.save(run_dir / "model")
 
     model.train()
+    if saved is not None and progress_at(step, elapsed, cfg) >= 1.0:
+        console.print(f"step {step} already reaches the end of this schedule (steps {cfg.steps}): nothing to train")
     t_last, s_last = time.perf_counter(), step
     t_resumed, elapsed_before = t_last, elapsed
     progress = progress_at(step, elapsed, cfg)
@@ -308,6 +310,8 @@ def train(
                 log.flush()
                 if step % cfg.save_every == 0 or progress >= 1.0:
                     save()
+        if saved is not None and not (run_dir / "model" / "config.json").is_file():
+            lm.save(run_dir / "model")  # (a finished run whose model went missing: the state's weights are its)
     except KeyboardInterrupt:
         raise TrainingInterrupted(saved) from None
     finally:
@@ -340,12 +344,24 @@ def _read_json(path: Path):
         return None
 
 
-def _check_identity(identity_file: Path, identity: dict, run_dir: Path) -> None:
-    """A resume that asks for another run than the one in `run_dir` is one clear error (a run from before run.json
-    was kept is taken as it is)."""
-    kept = _read_json(identity_file)
-    if not isinstance(kept, dict):
-        return
+def _write_atomic(path: Path, text: str) -> None:
+    """`path` holds `text`, or what it held before (a crash mid-write tears nothing)."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(text)
+    tmp.replace(path)
+
+
+def _check_identity(identity_file: Path, identity: dict, run_dir: Path, previous_config) -> None:
+    """A resume that asks for another run than the one in `run_dir` is one clear error. A run from before run.json
+    was kept is checked by the seed of its train_config.json; a run.json that cannot be read is an error (the check
+    cannot be made)."""
+    if identity_file.exists():
+        kept = _read_json(identity_file)
+        if not isinstance(kept, dict):
+            raise DiffreasonError(f"{identity_file} cannot be read, so a resume cannot be checked against the run "
+                                  "(its seed, model and data): restore it, or give another --run-dir")
+    else:
+        kept = {k: previous_config[k] for k in ("seed",) if isinstance(previous_config, dict) and k in previous_config}
     differ = [f"{k} {json.dumps(kept.get(k))} there, {json.dumps(v)} now" for k, v in identity.items()
               if k in kept and kept[k] != v]
     if differ:

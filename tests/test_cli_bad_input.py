@@ -218,6 +218,9 @@ CASES = [
     (EVAL + ["--budgets", "2,99999", "--out", "{D}/out"], None, "--budgets values must be at most 4096", True),
     (EVAL + ["--t-max", "inf", "--out", "{D}/out"], None, "--t-max must be a finite number", True),
     (["eval", "json", "--schemas", "{D}/schemas", "--threads", "-1"], None, "--threads must be at least 0", True),
+    # (QA, 2026-12-07: a model that cannot write JSON was reported as compiler crashes)
+    (["eval", "json", "--schemas", "{D}/schemas", "--model", "{SUD}", "--out", "{D}/out"], None,
+     "--model '{SUD}' cannot write JSON", False),
     # build-model
     (["build-model", "/proc/diffreason-test/m"], None, "cannot be written", True),
     (["build-model", "{D}/afile"], None, "exists and is not a directory", True),

@@ -170,13 +170,55 @@ def test_a_crash_while_saving_the_model_leaves_a_run_that_resumes(tmp_path, monk
     with pytest.raises(RuntimeError, match="simulated crash"):
         _run(tmp_path, steps=4, lm=lm)
     monkeypatch.undo()
-    # RUN/model is still the step-2 checkpoint, whole; the trainer state already holds step 4
+    # RUN/model is still the step-2 checkpoint, whole, and so is the trainer state (the model is saved first)
     on_disk = load_model(tmp_path / "model").model.state_dict()
     assert all(torch.equal(on_disk[k], saved[k]) for k in saved)
-    assert torch.load(tmp_path / "trainer_state.pt", weights_only=False)["step"] == 4
+    assert torch.load(tmp_path / "trainer_state.pt", weights_only=False)["step"] == 2
     resumed = resume_or_build(tmp_path, lambda: S.build_sudoku_model("sudoku-tiny", seed=1))
     _run(tmp_path, steps=6, lm=resumed)
     assert _steps_logged(tmp_path) == [1, 2, 3, 4, 5, 6] and not (tmp_path / ".model.tmp").exists()
+
+
+def test_a_finished_run_whose_model_went_missing_writes_it_again(tmp_path):
+    """(A kill between the trainer state and the model left a finished run without RUN/model, and every rerun said
+    "model written"; a save stopped between its two renames left the model only as .model.old.)"""
+    from diffreason.train import resume_or_build
+
+    lm = _run(tmp_path, steps=2)
+    weights = {k: v.clone() for k, v in lm.model.state_dict().items()}
+    shutil.rmtree(tmp_path / "model")
+    _run(tmp_path, steps=2, lm=resume_or_build(tmp_path, lambda: S.build_sudoku_model("sudoku-tiny", seed=1)))
+    on_disk = load_model(tmp_path / "model").model.state_dict()
+    assert all(torch.equal(on_disk[k], weights[k]) for k in weights)
+    (tmp_path / "model").rename(tmp_path / ".model.old")
+    lm.save(tmp_path / "model")
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith((".model", "model"))) == ["model"]
+    assert oct((tmp_path / "model" / "model.safetensors").stat().st_mode & 0o044) == oct(0o044)  # (not 0600)
+
+
+def test_a_run_json_that_cannot_be_read_stops_a_resume(tmp_path):
+    """(A torn run.json switched the resume check off: another seed resumed the run.)"""
+    from diffreason.train import TrainConfig, train
+
+    _run(tmp_path, steps=2)
+    (tmp_path / "run.json").write_text("garbage")
+    lm = S.build_sudoku_model("sudoku-tiny", seed=1)
+    with pytest.raises(DiffreasonError, match="run.json cannot be read, so a resume cannot be checked"):
+        train(lm, None, TrainConfig(steps=4, batch_size=2, eval_every=0, save_every=2), tmp_path)
+    (tmp_path / "run.json").unlink()  # (a run from before run.json: its train_config.json's seed is checked)
+    with pytest.raises(DiffreasonError, match="holds another run"):
+        train(lm, None, TrainConfig(steps=4, batch_size=2, eval_every=0, save_every=2, seed=5), tmp_path)
+
+
+def test_a_tokenizer_larger_than_the_embedding_is_a_load_error(checkpoint):
+    """(Its last ids indexed past the embedding: an IndexError traceback mid-generation.)"""
+    from transformers import PreTrainedTokenizerFast
+
+    tok = PreTrainedTokenizerFast.from_pretrained(checkpoint)
+    tok.add_tokens([f"extra{i}" for i in range(2000)])
+    tok.save_pretrained(checkpoint)
+    with pytest.raises(ModelLoadError, match="more than the model's .* embeddings: they are not one checkpoint's"):
+        load_model(checkpoint)
 
 
 def test_a_torn_model_file_does_not_block_a_resume_when_the_trainer_state_is_whole(tmp_path):
