@@ -172,14 +172,22 @@ class DiffusionBackend(BaseBackend):
         )
         return template, len(template)  # a template sets its own length
 
-    def _meta(self, result: GenerationResult, stop_hit: str | None) -> dict:
+    def _meta(self, result: GenerationResult, stop_hit: str | None, max_new: int, stop_ids=()) -> dict:
+        """A gen's meta_info as a server's answer gives it (`diffreason.serve.answer`, then the stop string cut
+        here): the tokens cut at `max_new` (the max_tokens sent), then before the first stop token; `finish_reason`
+        with what matched (EOS, a stop token or string) or the length."""
+        tokens = list(result.tokens[:max_new])
+        finish = ({"type": "stop", "matched": self.lm.tokenizer.eos_token_id}
+                  if result.finished and len(tokens) == len(result.tokens) else {"type": "length", "length": len(tokens)})
+        at = next((i for i, t in enumerate(tokens) if t in set(stop_ids or ())), None)
+        if at is not None:
+            tokens, finish = tokens[:at], {"type": "stop", "matched": tokens[at]}
         return {
             "steps": result.steps,
             "stopped_early": result.stopped_early,
             "prompt_tokens": len(result.prompt_ids),
-            "completion_tokens": len(result.tokens),  # before max_tokens / stop cuts: what was denoised
-            "finish_reason": {"type": "stop", "matched": stop_hit} if stop_hit
-            else {"type": "stop" if result.finished else "length"},
+            "completion_tokens": len(tokens),
+            "finish_reason": {"type": "stop", "matched": stop_hit} if stop_hit else finish,
             "seconds": result.seconds,
         }
 
@@ -208,7 +216,7 @@ class DiffusionBackend(BaseBackend):
             s.text_, template=template, seed=self._next_seed(), max_new_tokens=max_new
         )
         text, hit = self._text(result.tokens, template, sampling_params)
-        return text, self._meta(result, hit)
+        return text, self._meta(result, hit, int(sampling_params.max_new_tokens), sampling_params.stop_token_ids)
 
     def generate_stream(self, s, sampling_params):
         """Yields (text, meta_info) once per committed canvas; the last meta_info has the final step counts. The
@@ -252,7 +260,8 @@ class DiffusionBackend(BaseBackend):
             raise outcome["error"]
         result = outcome["result"]
         text, hit = self._text(result.tokens, template, sampling_params)
-        yield text[len(sent):] if text.startswith(sent) else "", self._meta(result, hit)
+        yield text[len(sent):] if text.startswith(sent) else "", self._meta(
+            result, hit, int(sampling_params.max_new_tokens), sampling_params.stop_token_ids)
 
     # -- remote -----------------------------------------------------------------------------------------------------
 
@@ -350,7 +359,7 @@ class DiffusionBackend(BaseBackend):
         decision = result.text
         if decision not in choices:  # the slot's language is exactly the choices
             raise RuntimeError(f"internal error: select produced {decision!r}, not one of {choices!r}")
-        meta = self._meta(result, None)
+        meta = self._meta(result, None, longest + 2)
         meta["scores"] = self.score_choices(s.text_, choices)
         return ChoicesDecision(decision=decision, meta_info=meta)
 
