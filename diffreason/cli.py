@@ -1428,7 +1428,7 @@ def eval_infill(
     first, then per set pass@1 (model mode), pass@k (verified mode), parse rate with and without the constraints,
     exact match, steps and seconds per task. Writes infill.json / .md / .png; exit code 1 when a canonical solution
     fails (the harness is then not proven)."""
-    from diffreason.tasks.infill.humaneval import TaskFileError, default_task_files, load_tasks
+    from diffreason.tasks.infill.humaneval import TaskFileError, default_task_files, load_tasks, named_task_files
     from diffreason.tasks.infill.search import MAX_SAMPLES
 
     modes = ["model", "verified"] if mode == "both" else [mode]
@@ -1449,6 +1449,7 @@ def eval_infill(
         raise DiffreasonError(f"--max-hole-tokens {max_hole_tokens} is longer than the model's canvas ({canvas})")
     files = list(tasks) or list(default_task_files().values())
     try:
+        named_task_files(files)  # (one file given twice: its tasks would count twice)
         for f in files:
             load_tasks(f)  # a bad file fails here, before the model loads
     except TaskFileError as exc:
@@ -1482,6 +1483,10 @@ def eval_infill(
     failed = [f"{f['task_id']} ({f['status']})" for h in report["harness"].values() for f in h["failed"]]
     if failed:
         _stderr_line(f"error: canonical solutions failed the harness: {', '.join(failed[:10])}")
+    errors = [f"{name} {e['task_id']}: {e['error']}" for name, s in report["sets"].items() for e in s["errors"]]
+    for line in errors[:10]:
+        _stderr_line(f"error: {line} (the task was not evaluated)")
+    if failed or errors:
         raise typer.Exit(EXIT_SOME_FAILED)
 
 

@@ -38,19 +38,15 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from diffreason.errors import DiffreasonError
 from diffreason.tasks.infill.grammar import scan
 from diffreason.tasks.infill.holes import parse_pair
-from diffreason.tasks.infill.humaneval import InfillTask, check_program, default_task_files, load_tasks
+from diffreason.tasks.infill.humaneval import (
+    InfillTask, check_program, default_task_files, load_tasks, named_task_files, single_line_set,
+)
 from diffreason.tasks.infill.search import Candidate, Searcher, pick_length
 
 K_POINTS = (1, 4, 16)
-
-
-def set_name(path: Path) -> str:
-    name = Path(path).name
-    for ext in (".gz", ".jsonl"):
-        name = name.removesuffix(ext)
-    return name.removeprefix("HumanEval-")
 
 
 def spread(tasks: Sequence[InfillTask], limit: int | None) -> list[InfillTask]:
@@ -65,16 +61,9 @@ HELDOUT_SET = "HeldoutSingleLine"
 
 def load_sets(files: Sequence[Path] | None = None, limit: int | None = None,
               heldout: int = 0) -> dict[str, tuple[Path | str, list]]:
-    """{name: (file, tasks)} of the task files (default: both shared sets), and `heldout` held-out spans."""
-    paths = {}
-    for p in files or ():  # (two files of one name are two sets: the second gets its folder's name too)
-        name = set_name(p)
-        if name in paths:
-            name = f"{Path(p).resolve().parent.name}/{name}"
-        while name in paths:
-            name += "'"
-        paths[name] = Path(p)
-    paths = paths or default_task_files()
+    """{name: (file, tasks)} of the task files (default: both shared sets; names as `named_task_files` gives them,
+    none taking the held-out set's), and `heldout` held-out spans."""
+    paths = named_task_files(files or (), taken=(HELDOUT_SET,)) or default_task_files()
     sets: dict = {name: (path, spread(load_tasks(path), limit)) for name, path in paths.items()}
     if heldout:
         sets[HELDOUT_SET] = ("held-out packages (tasks/infill/corpus.py HELDOUT_PACKAGES)", heldout_spans(heldout))
@@ -325,20 +314,25 @@ def run_eval(lm, sets: dict, samples: int = 4, modes: Sequence[str] = ("model", 
         "sets": {},
     }
     for name, (path, tasks) in sets.items():
-        single = "singleline" in name.lower()
-        records = []
+        single = single_line_set(tasks)
+        records, errors = [], []
         for task in tasks:
-            records.append(eval_task(task, single, searcher, free, samples, max_hole_tokens, seed, modes, timeout,
-                                     isolation, baseline_samples))
+            try:
+                records.append(eval_task(task, single, searcher, free, samples, max_hole_tokens, seed, modes,
+                                         timeout, isolation, baseline_samples))
+            except DiffreasonError as exc:  # (that task alone: the others are still evaluated and reported)
+                errors.append({"task_id": task.task_id, "error": " ".join(str(exc).split())})
             if progress:
                 progress(name, 1)
         report["sets"][name] = {"file": _display(path), "single_line": single,
-                                "summary": summarise(records, samples, modes, max_steps), "tasks": records}
-    report["summary"] = overall(report, samples, modes, max_steps)
+                                "summary": {**summarise(records, samples, modes, max_steps), "errors": len(errors)},
+                                "tasks": records, "errors": errors}
+    report["summary"] = {**overall(report, samples, modes, max_steps),
+                         "errors": sum(len(s["errors"]) for s in report["sets"].values())}
     if cost:
         name, (_, tasks) = next(iter(sets.items()))
         report["cost"] = {"set": name, **batching_cost(searcher, tasks[0], cost, max_hole_tokens, seed,
-                                                       "singleline" in name.lower())}
+                                                       single_line_set(tasks))}
     report["seconds"] = round(time.perf_counter() - t0, 1)
     return report
 
@@ -478,6 +472,10 @@ def write_report(report: dict, out_dir: str | Path, command: str) -> list[Path]:
         "![pass rate vs steps and vs K](infill.png)",
         "",
     ]
+    errors = [(name, e) for name, s in report["sets"].items() for e in s.get("errors", [])]
+    if errors:  # (tasks the eval could not run: left out of every figure above)
+        lines += ["Tasks not evaluated (left out of the figures): "
+                  + "; ".join(f"{name} {e['task_id']}: {e['error']}" for name, e in errors), ""]
     md_path = out_dir / "infill.md"
     md_path.write_text("\n".join(lines))
     png_path = out_dir / "infill.png"

@@ -20,7 +20,9 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from diffreason.sandbox import ISOLATIONS, SandboxError
-from diffreason.tasks.infill.humaneval import TaskFileError, check_program, default_task_files, load_tasks
+from diffreason.tasks.infill.humaneval import (
+    TaskFileError, check_program, default_task_files, load_tasks, named_task_files,
+)
 
 PROG = "python -m diffreason.evals.infill_harness"
 
@@ -47,13 +49,6 @@ def _seconds(text: str) -> float:
     if not 0 < value <= 3600:  # (NaN too)
         raise argparse.ArgumentTypeError(f"must lie in (0, 3600], not {text}")
     return value
-
-
-def _set_name(path: Path) -> str:
-    name = path.name
-    for ext in (".gz", ".jsonl"):
-        name = name.removesuffix(ext)
-    return name.removeprefix("HumanEval-")
 
 
 def run_set(name, path, tasks, workers, timeout, isolation, out=None):
@@ -92,8 +87,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--timeout", type=_seconds, default=10.0, help="seconds per task, in (0, 3600] (default 10)")
     ap.add_argument("--isolation", choices=ISOLATIONS, default="auto", help="sandbox isolation (default auto)")
     args = ap.parse_args(argv)
-    files = {_set_name(p): p for p in args.tasks} if args.tasks else default_task_files()
     try:
+        files = named_task_files(args.tasks) if args.tasks else default_task_files()
         sets = {name: load_tasks(path) for name, path in files.items()}
     except TaskFileError as e:
         sys.stderr.write(f"{PROG}: error: {e}\n")

@@ -676,11 +676,12 @@ def _json_item(entry: Entry, items: Items, k: int, seed: int, models: Models) ->
 
 def _infill_item(entry: Entry, items: Items, k: int, seed: int, models: Models) -> dict:
     from diffreason.evals.infill_eval import eval_task
+    from diffreason.tasks.infill.humaneval import single_line_set
 
     task_id, task = items.get(k)
     searcher, free = models.searchers()
     samples = entry.options.get("samples", 1)
-    single = "singleline" in (entry.set + " " + Path(entry.options.get("file", "")).name).lower()
+    single = single_line_set([items.get(i)[1] for i in range(len(items))])
     t = time.perf_counter()
     rec = eval_task(task, single, searcher, free if entry.mode == "unconstrained" else None, samples=samples,
                     max_hole_tokens=entry.options.get("max_hole_tokens", 64),

@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -108,9 +109,11 @@ def test_bad_input_is_one_line_and_exit_2_before_torch(args, message, files, cod
     (["--mode", "x"], "--mode must be model, verified or both"),
     (["--samples", "0"], "--samples must be at least 1"),
     (["--max-hole-tokens", "999"], "longer than the model's canvas (128)"),
+    (["--tasks", "{d}/bad.jsonl", "--tasks", "{d}/../{name}/bad.jsonl"], "bad.jsonl: given twice"),
 ])
 def test_eval_bad_input(args, message, files, code_checkpoint, tmp_path):
-    p = cli("eval", "infill", *[a.format(d=files) for a in args], "--model", code_checkpoint, "--out", tmp_path)
+    p = cli("eval", "infill", *[a.format(d=files, name=Path(files).name) for a in args], "--model", code_checkpoint,
+            "--out", tmp_path)
     assert p.returncode == 2, p.stderr
     lines = p.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: ") and message in lines[0], p.stderr
@@ -212,3 +215,21 @@ def test_eval_tasks_file_with_a_hole_inside_a_line_and_no_baseline(code_checkpoi
     assert summary["tasks"] == 1 and summary["harness_passed"] == summary["harness_tasks"] == 1
     table = next(line for line in (out / "infill.md").read_text().splitlines() if line.startswith("| span |"))
     assert "nan" not in table and " / — / " in table, table
+
+
+def test_a_task_the_eval_cannot_run_is_reported_and_the_others_are_evaluated(code_checkpoint, tmp_path):
+    """(A hole whose language was too large to compile ended the whole eval, after the model had run: no report.)"""
+    good = {"task_id": "Toy/0", "entry_point": "add", "prompt": "def add(a, b):\n", "suffix": "\n",
+            "canonical_solution": "    return a + b\n", "test": "def check(candidate):\n    assert candidate(2, 3) == 5\n"}
+    deep = {"task_id": "Toy/deep", "entry_point": "f", "prompt": "def f(x):\n", "suffix": " " * 3000 + "return y\n",
+            "canonical_solution": " " * 3000 + "y = x + 1\n", "test": "def check(c):\n    assert c(1) == 2\n"}
+    tasks = tmp_path / "toy.jsonl"
+    tasks.write_text(json.dumps(good) + "\n" + json.dumps(deep) + "\n")
+    out = tmp_path / "out"
+    p = cli("eval", "infill", "--tasks", tasks, "--samples", "1", "--mode", "model", "--no-baseline", "--json",
+            "--model", code_checkpoint, "--out", out, "--max-hole-tokens", "8")
+    assert p.returncode == 1, p.stderr
+    summary = json.loads(p.stdout.split("\ntorch imported")[0])
+    assert summary["tasks"] == 1 and summary["errors"] == 1
+    assert "error: toy Toy/deep: the hole's language is too large to compile" in p.stderr
+    assert "Tasks not evaluated" in (out / "infill.md").read_text()

@@ -65,6 +65,24 @@ def test_task_files_of_one_name_are_two_sets(tmp_path):
     second = _write(tmp_path / "b" / "toy.jsonl", [TASK, dict(TASK, task_id="Toy/1")])
     sets = load_sets([first, second])  # (QA: the second replaced the first, its tasks silently dropped)
     assert {name: len(tasks) for name, (_, tasks) in sets.items()} == {"toy": 1, "b/toy": 2}
+    # (QA, 2026-12-07: the harness kept only the last file of a name; a user's set named as the held-out spans was
+    # replaced by them; one file given twice counted twice)
+    wrong = _write(tmp_path / "a" / "HumanEval-toy.jsonl", [dict(TASK, canonical_solution="    return a - b\n")])
+    assert infill_harness.main(["--tasks", str(wrong), "--tasks", str(second)]) == 1
+    mine = _write(tmp_path / "HeldoutSingleLine.jsonl", [TASK])
+    assert {name: len(t) for name, (_, t) in load_sets([mine], heldout=1).items()} == {
+        f"{tmp_path.name}/HeldoutSingleLine": 1, "HeldoutSingleLine": 1}
+    with pytest.raises(TaskFileError, match="given twice"):
+        load_sets([first, tmp_path / "b" / ".." / "a" / "toy.jsonl"])
+
+
+def test_a_set_is_single_line_by_its_tasks_not_its_file_name(tmp_path):
+    """(A copy of the single-line set under another name got the multi-line language: other numbers.)"""
+    from diffreason.tasks.infill.humaneval import single_line_set
+
+    two = dict(TASK, task_id="Toy/1", canonical_solution="    c = a + b\n    return c\n")
+    assert single_line_set(load_tasks(_write(tmp_path / "x.jsonl", [TASK])))
+    assert not single_line_set(load_tasks(_write(tmp_path / "SingleLine.jsonl", [TASK, two])))
 
 
 def test_load_jsonl_and_gz(tmp_path):

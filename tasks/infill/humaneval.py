@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import gzip
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -59,6 +60,32 @@ class InfillCheck:
 def default_task_files() -> dict[str, Path]:
     """The shared SingleLine and MultiLine sets, by name."""
     return {name: SHARED_DIR / file for name, file in TASK_SETS.items()}
+
+
+def named_task_files(files: Sequence[str | Path], taken: Sequence[str] = ()) -> dict[str, Path]:
+    """Task files by set name (the file's name without `HumanEval-`, `.jsonl`, `.gz`): two files of one name are two
+    sets (the second gets its folder's name too), as is a name in `taken` (a set of the caller's own); one file given
+    twice is a TaskFileError (its tasks would count twice)."""
+    paths: dict[str, Path] = {}
+    for p in files:
+        if any(Path(p).resolve() == q.resolve() for q in paths.values()):
+            raise TaskFileError(f"{p}: given twice")
+        name = Path(p).name
+        for ext in (".gz", ".jsonl"):
+            name = name.removesuffix(ext)
+        name = name.removeprefix("HumanEval-")
+        if name in paths or name in taken:
+            name = f"{Path(p).resolve().parent.name}/{name}"
+        while name in paths or name in taken:
+            name += "'"
+        paths[name] = Path(p)
+    return paths
+
+
+def single_line_set(tasks: Sequence[InfillTask]) -> bool:
+    """Is a set single-line infilling — every task's canonical solution one line — so that its holes get the
+    single-line language (no newline inside)? The set's definition, not a task's answer."""
+    return bool(tasks) and all("\n" not in t.canonical_solution.rstrip("\n") for t in tasks)
 
 
 def load_tasks(path: str | Path) -> list[InfillTask]:
