@@ -177,8 +177,9 @@ class DiffusionBackend(BaseBackend):
         here): the tokens cut at `max_new` (the max_tokens sent), then before the first stop token; `finish_reason`
         with what matched (EOS, a stop token or string) or the length."""
         tokens = list(result.tokens[:max_new])
-        finish = ({"type": "stop", "matched": self.lm.tokenizer.eos_token_id}
-                  if result.finished and len(tokens) == len(result.tokens) else {"type": "length", "length": len(tokens)})
+        whole = result.finished and len(tokens) == len(result.tokens)
+        finish = ({"type": "stop", "matched": self.lm.tokenizer.eos_token_id} if whole
+                  else {"type": "length", "length": len(tokens)})
         at = next((i for i, t in enumerate(tokens) if t in set(stop_ids or ())), None)
         if at is not None:
             tokens, finish = tokens[:at], {"type": "stop", "matched": tokens[at]}

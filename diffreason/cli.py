@@ -889,8 +889,8 @@ def solve_sudoku(
             where = f"line {e.line}: " if source else ""
             several = " — the puzzle has more than one solution" if count == 2 else ""
             verdict = "solved" if res.solved else "NOT solved"
-            chains = (f", {res.samples} chain{'s' if res.samples != 1 else ''}" + (", per-cell vote" if res.voted else "")
-                      if samples > 1 else "")
+            vote = ", per-cell vote" if res.voted else ""
+            chains = f", {res.samples} chain{'s' if res.samples != 1 else ''}{vote}" if samples > 1 else ""
             # (plain lines: a console would wrap the verdict at the terminal's width)
             sys.stdout.write(f"{sudoku.to_grid(cells)}\n{where}{verdict} in {res.steps} steps (mode {res.mode}{chains})"
                              f"{several}\n\n")

@@ -14,7 +14,8 @@ The contract, as SGLang's server and the diffreason plugin answer it:
   answer (every canvas's steps), then `data: [DONE]`.
 - a request it cannot serve is HTTP 400 with `{"error": {"message": ...}}` (SGLang's shape), a finished JSON output
   that fails its schema HTTP 500 (a compiler bug, never passed on as valid; one jsonschema cannot finish checking in
-  5 s — a pattern it backtracks on — is answered, with `meta_info.diffreason_unchecked` saying so); parameters upstream's Gemma4Renoise
+  5 s — a pattern it backtracks on — is answered, with `meta_info.diffreason_unchecked` saying so); parameters
+  upstream's Gemma4Renoise
   refuses (penalties, min_p, logit_bias, ebnf, structural tags, logprobs) are refused alike; others it ignores
   (temperature, top_p, top_k: the renoise schedule governs sampling) are ignored here too. `stop` (a string or a
   list) and `stop_token_ids` end an answer as SGLang ends it: the text stops before the first stop string or stop
@@ -26,7 +27,8 @@ The contract, as SGLang's server and the diffreason plugin answer it:
 Requests that arrive together run as one batch (`Engine.generate_batch`, up to `max_batch` rows, gathered for
 `batch_wait` seconds): each row keeps its own seed's random stream, so an answer does not depend on what it was
 batched with. A request whose client goes away (a closed stream, a dropped connection) is not run, or ends at its
-next canvas; a batch runs to its end before the next starts. A constraint may take 10 s of CPU to compile. Differences from SGLang: the seed is `sampling_seed` (SGLang's Gemma4Renoise seeds by request id and
+next canvas; a batch runs to its end before the next starts. A constraint may take 10 s of CPU to compile.
+Differences from SGLang: the seed is `sampling_seed` (SGLang's Gemma4Renoise seeds by request id and
 refuses `sampling_seed`), so the same request gives the same tokens here every time.
 """
 

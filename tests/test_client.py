@@ -299,7 +299,8 @@ def test_regex_and_schema_templates_travel_as_their_constraint_and_give_the_loca
     # a max_new_tokens shorter than the template: refused as the local engine refuses it (a server recompiled it)
     short = GenerationRequest("a code", template=regex, seed=4, max_new_tokens=4)
     results = RemoteEngine(Endpoints([json_server])).generate_batch([short], return_errors=True)
-    assert str(results[0]) == f"the request cannot be sent: max_new_tokens=4 is shorter than the template ({len(regex)})"
+    assert str(results[0]) == f"the request cannot be sent: max_new_tokens=4 is shorter than the template " \
+        f"({len(regex)})"
 
 
 def test_a_program_runs_on_a_server_as_it_runs_locally(json_server):

@@ -220,7 +220,8 @@ def test_eval_tasks_file_with_a_hole_inside_a_line_and_no_baseline(code_checkpoi
 def test_a_task_the_eval_cannot_run_is_reported_and_the_others_are_evaluated(code_checkpoint, tmp_path):
     """(A hole whose language was too large to compile ended the whole eval, after the model had run: no report.)"""
     good = {"task_id": "Toy/0", "entry_point": "add", "prompt": "def add(a, b):\n", "suffix": "\n",
-            "canonical_solution": "    return a + b\n", "test": "def check(candidate):\n    assert candidate(2, 3) == 5\n"}
+            "canonical_solution": "    return a + b\n",
+            "test": "def check(candidate):\n    assert candidate(2, 3) == 5\n"}
     deep = {"task_id": "Toy/deep", "entry_point": "f", "prompt": "def f(x):\n", "suffix": " " * 3000 + "return y\n",
             "canonical_solution": " " * 3000 + "y = x + 1\n", "test": "def check(c):\n    assert c(1) == 2\n"}
     tasks = tmp_path / "toy.jsonl"
