@@ -2155,3 +2155,14 @@ def test_generated_member_names_follow_property_names_and_patterns(schema):
     """(Refused as 'no name can be generated': an untyped propertyNames was written as another type than string,
     the names tried were key1, key2, ... alone, and two patterns refused any generated name.)"""
     assert_fillings(schema, lambda v: len(v) >= schema["minProperties"])
+
+
+@pytest.mark.parametrize("schema", [
+    {"type": "array", "items": {"type": "number", "minimum": 1, "maximum": 1.5}, "uniqueItems": True, "minItems": 2},
+    {"type": "number", "exclusiveMinimum": -2.5, "maximum": -2},
+])
+def test_a_range_narrower_than_its_fractions_writes_decimals_too(schema):
+    """([1, 1.5] wrote 1 only: two distinct items were refused; (-2.5, -2] wrote -2 only.)"""
+    assert_fillings(schema, lambda v: True)
+    if schema["type"] == "number":
+        assert len({json.dumps(fill_and_parse(compile_schema(schema, TOK), seed)) for seed in range(8)}) > 1

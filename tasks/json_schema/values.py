@@ -9,6 +9,7 @@ dispatches on the type, to one method per type (keywords.VALUE_REGEXES; arrays a
 
 from __future__ import annotations
 
+import contextlib
 import decimal
 import json
 import math
@@ -400,12 +401,16 @@ class ValuesMixin:
             options.append(f"({body})\\.[0-9]{{1,4}}" if fraction else body)
 
         add(int_lo, int_hi, False)
+        integers = len(options)
         neg_hi = -1 if int_hi is None else min(-1, int_hi)
         add(None if low is None else math.ceil(low + 1), neg_hi, True)
         pos_lo = 0 if int_lo is None else max(0, int_lo)
         add(pos_lo, None if high is None else math.floor(high) - 1, True)
         if not options:  # no integer and no i.f within the bounds: a choice among decimals between them
             return self.decimals_between(schema, low, high, path)
+        if len(options) == integers and low is not None and high is not None:  # (a range narrower than its
+            with contextlib.suppress(SchemaError):                              # fractions: [1, 1.5] wrote 1 only)
+                options.append(self.decimals_between(schema, low, high, path))
         return "(" + "|".join(f"({o})" for o in options) + ")"
 
     def decimals_between(self, schema: dict, low: float, high: float, path: str) -> Choice:
