@@ -43,6 +43,7 @@ import re
 import threading
 import time
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import torch
@@ -58,6 +59,7 @@ from diffreason.engine import Engine, GenerationResult
 from diffreason.errors import ConfigError
 from diffreason.model import EMBEDDED_JSON, load_model
 from diffreason.sampler import SamplerConfig
+from diffreason.serve import cut_answer, stopped_answer
 from diffreason.serve import REFUSED
 from diffreason.structured import constraint_template
 
@@ -176,13 +178,11 @@ class DiffusionBackend(BaseBackend):
         """A gen's meta_info as a server's answer gives it (`diffreason.serve.answer`, then the stop string cut
         here): the tokens cut at `max_new` (the max_tokens sent), then before the first stop token; `finish_reason`
         with what matched (EOS, a stop token or string) or the length."""
-        tokens = list(result.tokens[:max_new])
-        whole = result.finished and len(tokens) == len(result.tokens)
-        finish = ({"type": "stop", "matched": self.lm.tokenizer.eos_token_id} if whole
-                  else {"type": "length", "length": len(tokens)})
-        at = next((i for i, t in enumerate(tokens) if t in set(stop_ids or ())), None)
-        if at is not None:
-            tokens, finish = tokens[:at], {"type": "stop", "matched": tokens[at]}
+        tokens, finish = cut_answer(result, max_new, self.lm.tokenizer.eos_token_id)
+        stops = SimpleNamespace(stop=(), stop_ids=tuple(stop_ids or ()))  # (the stop string is cut by the caller)
+        tokens, _, matched = stopped_answer(tokens, "", stops, self.lm.tokenizer)
+        if matched is not None:
+            finish = {"type": "stop", "matched": matched}
         return {
             "steps": result.steps,
             "stopped_early": result.stopped_early,

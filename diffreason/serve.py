@@ -230,7 +230,7 @@ def answer(job: Job, result, tokenizer) -> dict:
     DiffreasonError, HTTP 500; a check jsonschema cannot finish is said in `meta_info.diffreason_unchecked`)."""
     from diffreason.structured import OutputUnchecked, check_output
 
-    tokens = list(result.tokens[: job.max_new_tokens])  # canvases come whole; SGLang cuts at max_new_tokens too
+    tokens, finish = cut_answer(result, job.max_new_tokens, tokenizer.eos_token_id)
     text = tokenizer.decode(tokens, skip_special_tokens=True)
     unchecked = None
     if job.schema is not None:
@@ -238,9 +238,6 @@ def answer(job: Job, result, tokenizer) -> dict:
             check_output(job.schema, text, OUTPUT_CHECK_SECONDS)
         except OutputUnchecked as exc:  # (a pattern jsonschema backtracks on: the output is the template's)
             unchecked = exc.reason
-    stopped = result.finished and len(tokens) == len(result.tokens)
-    finish = ({"type": "stop", "matched": tokenizer.eos_token_id} if stopped
-              else {"type": "length", "length": len(tokens)})
     tokens, text, matched = stopped_answer(tokens, text, job, tokenizer)
     if matched is not None:
         finish = {"type": "stop", "matched": matched}
@@ -249,6 +246,15 @@ def answer(job: Job, result, tokenizer) -> dict:
     if unchecked is not None:
         meta["diffreason_unchecked"] = unchecked
     return {"text": text, "output_ids": tokens, "meta_info": meta}
+
+
+def cut_answer(result, max_new_tokens: int, eos: int | None) -> tuple[list[int], dict]:
+    """A finished result's tokens as an answer keeps them — cut at `max_new_tokens` (canvases come whole; SGLang
+    cuts there too) — and its finish_reason before any stop: the EOS, or the length."""
+    tokens = list(result.tokens[:max_new_tokens])
+    if result.finished and len(tokens) == len(result.tokens):
+        return tokens, {"type": "stop", "matched": eos}
+    return tokens, {"type": "length", "length": len(tokens)}
 
 
 def stopped_answer(tokens: list[int], text: str, job: Job, tokenizer) -> tuple[list[int], str, Any]:
