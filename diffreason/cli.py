@@ -271,6 +271,11 @@ def generate(
             result = engine.generate(prompt, seed=seed, max_new_tokens=max_new_tokens, callback=watcher)
     else:
         result = engine.generate(prompt, seed=seed, max_new_tokens=max_new_tokens)
+    if max_new_tokens is not None and not result.finished and len(result.raw_tokens) < max_new_tokens:
+        # (the engine caps it to the canvases the model's positions hold after the prompt, as SGLang caps it)
+        _stderr_line(f"note: --max-new-tokens {max_new_tokens} was cut to {len(result.raw_tokens)}: the prompt "
+                     f"({len(result.prompt_ids)} tokens) and whole canvases of {lm.canvas_length} fill the model's "
+                     f"{lm.context_length} positions")
     if as_json:
         out = result.to_dict()
         out["prompt"] = prompt

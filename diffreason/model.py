@@ -137,14 +137,14 @@ def make_config(preset: str | dict[str, Any], tokenizer: PreTrainedTokenizerBase
         ["full_attention" if (i + 1) % 6 == 0 or i == n_layers - 1 else "sliding_attention" for i in range(n_layers)],
     )
     markers = tokenizer.convert_tokens_to_ids(list(IMAGE_MARKERS))
-    text = dict(
-        vocab_size=len(tokenizer),
-        pad_token_id=tokenizer.pad_token_id,
-        eos_token_id=tokenizer.eos_token_id,
-        bos_token_id=tokenizer.bos_token_id,
-        max_position_embeddings=4096,
+    text = {  # (a preset's or an override's field wins: e.g. max_position_embeddings)
+        "vocab_size": len(tokenizer),
+        "pad_token_id": tokenizer.pad_token_id,
+        "eos_token_id": tokenizer.eos_token_id,
+        "bos_token_id": tokenizer.bos_token_id,
+        "max_position_embeddings": 4096,
         **fields,
-    )
+    }
     return DiffusionGemmaConfig(
         text_config=text,
         vision_config=dict(TINY_VISION),

@@ -48,6 +48,24 @@ def test_generate_stops_at_max_new_tokens(tiny_checkpoint):
     assert out["finished"] == (len(out["tokens"]) < 5)  # (an EOS within the five tokens)
 
 
+def test_generate_says_when_max_new_tokens_is_cut_to_the_models_positions(tmp_path):
+    """(--max-new-tokens past the model's positions was cut without a word: QA, 2026-12-07.) A tiny model of 80
+    positions holds a 2-token prompt and two canvases of 32."""
+    from diffreason import build_model
+
+    build_model("tiny", seed=0, max_position_embeddings=80).save(tmp_path / "m")
+    p = run("generate", "--model", str(tmp_path / "m"), "--seed", "1", "--steps", "3", "--max-new-tokens", "200",
+            "--json", "Hello")
+    assert p.returncode == 0, p.stderr
+    out = json.loads(p.stdout)
+    assert not out["finished"] and len(out["raw_tokens"]) == len(out["tokens"]) == 64
+    assert ("note: --max-new-tokens 200 was cut to 64: the prompt (2 tokens) and whole canvases of 32 fill the "
+            "model's 80 positions") in p.stderr
+    p = run("generate", "--model", str(tmp_path / "m"), "--seed", "1", "--steps", "3", "--max-new-tokens", "64",
+            "--json", "Hello")
+    assert p.returncode == 0 and "note:" not in p.stderr, p.stderr
+
+
 def test_generate_watch(tiny_checkpoint):
     p = run("generate", "--model", str(tiny_checkpoint), "--steps", "3", "--watch", "Hi")
     assert p.returncode == 0, p.stderr
