@@ -1674,8 +1674,39 @@ class CanvasWatcher:
         self.live.update(text, refresh=True)
 
 
+def _empty_path(argv: list[str]) -> str | None:
+    """The first path option or argument `argv` gives as an empty string (which reads as the current directory: a
+    run's files would land there), or None."""
+    import inspect
+
+    from typer.main import get_command
+
+    command, at = get_command(app), 0
+    while at < len(argv) and hasattr(command, "commands") and argv[at] in command.commands:
+        command, at = command.commands[argv[at]], at + 1
+    if command.callback is None:
+        return None
+    signature = inspect.signature(command.callback)
+    paths = [p for p in command.params if "Path" in str(getattr(signature.parameters.get(p.name), "annotation", ""))]
+    for option in (p for p in paths if getattr(p, "opts", None) and type(p).__name__.endswith("Option")):
+        for name in option.opts:
+            given = [b for a, b in zip(argv[at:], argv[at + 1:]) if a == name] + [
+                a[len(name) + 1:] for a in argv[at:] if a.startswith(name + "=")]
+            if "" in given:
+                return name
+    arguments = [p for p in paths if type(p).__name__.endswith("Argument")]
+    takes_value = {name for p in command.params if not getattr(p, "is_flag", True) for name in p.opts}
+    rest = argv[at:]
+    if arguments and any(a == "" and (i == 0 or rest[i - 1] not in takes_value) for i, a in enumerate(rest)):
+        return arguments[0].name.upper()  # (every command has one positional path at most)
+    return None
+
+
 def main() -> None:
     """The `diffreason` entry point: user errors as one `error: ` line (exit 2), Ctrl-C as one line (exit 130)."""
+    empty = _empty_path(sys.argv[1:])
+    if empty is not None:
+        _exit(f"error: {empty} is empty: name a path ('.' for the current directory)", EXIT_BAD_INPUT)
     try:
         code = app(standalone_mode=False)
     except typer_exceptions.TyperException as exc:

@@ -227,6 +227,12 @@ CASES = [
     (["build-model", "{D}/nonempty"], None, "is not empty; choose a new directory", True),
     (["build-model", "--seed", "-1", "{D}/m"], None, "--seed must be at least 0", True),
     (["build-model", "--preset", "huge", "{D}/m"], None, "unknown preset 'huge'", True),
+    # an empty path reads as the current directory: a run's files landed there (QA, 2026-12-07)
+    (TRAIN + ["--run-dir", ""], None, "--run-dir is empty: name a path ('.' for the current directory)", True),
+    (TRAIN + ["--run-dir="], None, "--run-dir is empty", True),
+    (EVAL + ["--out", ""], None, "--out is empty", True),
+    (["infill", "--mode", "model", ""], None, "FILE is empty", True),
+    (["build-model", "--preset", "tiny", ""], None, "OUT is empty", True),
     # the CLI framework's own
     (["solve", "sudoku", "--bogus"], None, "No such option: --bogus", True),
     (["nosuchcommand"], None, "No such command", True),
