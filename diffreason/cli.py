@@ -1595,8 +1595,8 @@ def eval_suite(
 
 
 def _write_suite_report(suites, out: Path, head: dict, lines: list[dict]) -> None:
-    """suite.json / .md / .png from the results; the markdown on stdout; exit code 1 on a JSON problem (a crashed
-    compile, an invalid output: bugs)."""
+    """suite.json / .md / .png from the results; the markdown on stdout; exit code 1 on a problem (a crashed
+    compile, an invalid output: bugs; an infill task that could not be evaluated)."""
     try:
         paths = suites.write_report(out, head, lines)
     except OSError as exc:
@@ -1604,7 +1604,7 @@ def _write_suite_report(suites, out: Path, head: dict, lines: list[dict]) -> Non
     for path in paths:
         err_console.print(f"wrote {path}")
     print((out / "suite.md").read_text())
-    problems = [p for line in lines if line["task"] == "json" for p in line["record"].get("problems", [])]
+    problems = [p for line in lines for p in line["record"].get("problems", [])]
     for problem in problems[:20]:
         _stderr_line(f"error: {problem}")
     if problems:

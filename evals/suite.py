@@ -683,11 +683,15 @@ def _infill_item(entry: Entry, items: Items, k: int, seed: int, models: Models) 
     samples = entry.options.get("samples", 1)
     single = single_line_set([items.get(i)[1] for i in range(len(items))])
     t = time.perf_counter()
-    rec = eval_task(task, single, searcher, free if entry.mode == "unconstrained" else None, samples=samples,
-                    max_hole_tokens=entry.options.get("max_hole_tokens", 64),
-                    seed=item_seed(seed, entry.task, entry.set, k),
-                    modes=("verified",) if entry.mode == "verified" else ("model",),
-                    timeout=entry.options.get("timeout", 10.0), isolation="auto")
+    try:
+        rec = eval_task(task, single, searcher, free if entry.mode == "unconstrained" else None, samples=samples,
+                        max_hole_tokens=entry.options.get("max_hole_tokens", 64),
+                        seed=item_seed(seed, entry.task, entry.set, k),
+                        modes=("verified",) if entry.mode == "verified" else ("model",),
+                        timeout=entry.options.get("timeout", 10.0), isolation="auto")
+    except DiffreasonError as exc:  # (that task alone: left out of every figure, said in the report; as `eval infill`)
+        return _line(entry, k, task_id, solved=None, valid=None, steps=None, seconds=time.perf_counter() - t,
+                     record={"problems": [f"{task_id}: not evaluated: {' '.join(str(exc).split())}"]})
     seconds = time.perf_counter() - t
     tested = rec["tested"]
     if entry.mode == "unconstrained":
@@ -801,15 +805,18 @@ def summarise(entry: Entry, count: int, lines: list[dict]) -> dict:
         from diffreason.evals.infill_eval import summarise as infill_summary
 
         modes = ["verified"] if entry.mode == "verified" else ["model"]
-        recs = [x["record"] for x in lines]
-        if entry.mode == "unconstrained":  # (its runs with the slot free are the baseline's: the rates of those)
+        problems = [p for x in lines for p in x["record"].get("problems", [])]
+        recs = [x["record"] for x in lines if "problems" not in x["record"]]
+        if not recs:
+            s = {}
+        elif entry.mode == "unconstrained":  # (its runs with the slot free are the baseline's: the rates of those)
             s = {"parse_rate": rate(p for r in recs for p in r["parses_free"]),
                  "parse_rate_constrained_same_seeds": rate(p for r in recs for p in r["parses_same_seeds"])}
         else:
             s = infill_summary(recs, entry.options.get("samples", 1), modes, recs[0]["budget"])
             s = {k: v for k, v in s.items() if k not in ("passed_within_steps", "parsed_within_steps",
                                                          "model_top_of_k", "pass_at_k_curve")}
-        row["infill"] = s
+        row["infill"] = {**s, "problems": problems}
     return row
 
 
@@ -924,9 +931,10 @@ def write_report(out_dir: Path, head: dict, lines: list[dict]) -> list[Path]:
             extra.append(f"- infill {r['set']} {r['mode']}: " + ", ".join(parts))
     if extra:
         md += ["", "Per task:", "", *extra]
-    problems = [p for r in report["rows"] for p in r.get("json", {}).get("problems", [])]
+    problems = [p for r in report["rows"] for task in ("json", "infill") for p in r.get(task, {}).get("problems", [])]
     if problems:
-        md += ["", "Problems (bugs: a compile must fail cleanly, an output must validate):", "",
+        md += ["", "Problems (items not evaluated, or bugs: a compile must fail cleanly, an output must validate):",
+               "",
                *[f"- {' '.join(p.split())[:300]}" for p in problems[:20]]]
     if not report["complete"]:
         md += ["", f"Incomplete: {report['items']} items done; run the command again to continue."]

@@ -310,3 +310,25 @@ def test_report_only_refuses_options_it_would_not_apply(tmp_path):
     p = run("--suite-file", str(path), "--out", str(tmp_path / "out"), "--report-only", "--restart", "--seed", "3")
     one_error_line(p, "--report-only rebuilds the report from the results as they were run: --restart, --seed would "
                       "not apply")
+
+
+def test_an_infill_task_the_suite_cannot_run_is_a_problem_and_the_others_are_evaluated(tmp_path):
+    """(A hole whose language was too large to compile ended the suite with a traceback, as it ended `eval infill`
+    before: QA, 2026-12-07.) The good task is evaluated; the other is said, left out of the rates, and exit code 1."""
+    good = {"task_id": "Toy/0", "entry_point": "add", "prompt": "def add(a, b):\n", "suffix": "\n",
+            "canonical_solution": "    return a + b\n", "test": "def check(candidate):\n    assert candidate(2, 3) == 5\n"}
+    deep = {"task_id": "Toy/deep", "entry_point": "f", "prompt": "def f(x):\n", "suffix": " " * 3000 + "return y\n",
+            "canonical_solution": " " * 3000 + "y = x + 1\n", "test": "def check(c):\n    assert c(1) == 2\n"}
+    (tmp_path / "toy.jsonl").write_text(json.dumps(good) + "\n" + json.dumps(deep) + "\n")
+    path = tmp_path / "suite.json"
+    path.write_text(json.dumps({"name": "toy", "entries": [{"task": "infill", "set": "toy", "mode": "model", "n": 0,
+                                                            "options": {"file": "toy.jsonl", "max_hole_tokens": 8}}]}))
+    out = tmp_path / "out"
+    p = run("--suite-file", str(path), "--out", str(out), "--seed", "1")
+    assert p.returncode == 1, p.stderr
+    assert "error: Toy/deep: not evaluated: the hole's language is too large to compile" in p.stderr
+    row = json.loads((out / "suite.json").read_text())["rows"][0]
+    assert row["done"] == 2 and row["solved_rate"] in (0.0, 1.0) and row["valid_rate"] in (0.0, 1.0)
+    assert row["infill"]["problems"] == [line[len("error: "):] for line in p.stderr.splitlines()
+                                         if line.startswith("error: Toy/deep")]
+    assert "Problems (items not evaluated" in (out / "suite.md").read_text()

@@ -105,6 +105,7 @@ def test_assembled_program_layout():
     ("[1, 2]\n", "must be a JSON object"),
     ([{k: v for k, v in TASK.items() if k != "test"}], "missing field(s) test"),
     ([dict(TASK, prompt=3)], "must be strings"),
+    ([dict(TASK, test=" \n")], "task 'Toy/0/L0': its test is empty, so nothing would check a fill"),
     ([TASK, TASK], "duplicate task_id"),
     ([dict(TASK, suffix="x = '<|hole|>'\n")], "task 'Toy/0/L0': its suffix holds '<|hole', the hole marker's start"),
     ("\n", "no tasks"),

@@ -125,6 +125,9 @@ def load_tasks(path: str | Path) -> list[InfillTask]:
         if marked:  # (the hole lies between prompt and suffix: no code around it may hold a marker)
             raise TaskFileError(f"{path}:{n}: task {row['task_id']!r}: its {marked[0]} holds {MARKER_START!r}, "
                                 "the hole marker's start, which no task's code may contain")
+        if not row["test"].strip():  # (it was left out of the pass rates without a word: QA, 2026-12-07)
+            raise TaskFileError(f"{path}:{n}: task {row['task_id']!r}: its test is empty, so nothing would check a "
+                                "fill (HumanEval-infilling's tests define check(candidate))")
         if row["task_id"] in seen:
             raise TaskFileError(f"{path}:{n}: duplicate task_id {row['task_id']!r}")
         seen.add(row["task_id"])
