@@ -157,6 +157,8 @@ def compile_request(req, canvas_length: int) -> tuple[CanvasTemplate | None, Any
         template, compiled = constraint_template(tokenizer, canvas_length, regex=sp.regex,
                                                  json_schema=sp.json_schema, max_tokens=sp.max_new_tokens,
                                                  compile_seconds=COMPILE_SECONDS, compile_memory=COMPILE_MEMORY)
+    # (an EOS before a token the template requires would finish the request without it: kept out there)
+    template = template.ending_at_its_end(tokenizer.eos_token_id, tokenizer.pad_token_id or 0)
     if sp.max_new_tokens is not None and sp.max_new_tokens < len(template):
         raise DiffreasonError(
             f"max_new_tokens={sp.max_new_tokens} is shorter than the constrained output ({len(template)} tokens)"
@@ -186,6 +188,8 @@ class DiffreasonRenoise(Gemma4Renoise):
         except Exception as exc:  # never let a malformed request take the scheduler down
             logger.exception("diffreason could not compile request %s", req.rid)
             return f"diffreason: cannot compile the constraint ({type(exc).__name__}: {exc})"
+        if template is not None and getattr(sp, "ignore_eos", False):  # (its canvases past the EOS ran free)
+            return "diffreason: ignore_eos is not supported with a constraint: its output ends at the template's end"
         if template is not None:
             entry = REQUESTS.get(req.rid)
             entry.template, entry.schema = template, schema

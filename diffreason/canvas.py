@@ -12,6 +12,7 @@ free (fixed to pad past a final EOS).
 
 from __future__ import annotations
 
+import numbers
 import weakref
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -29,6 +30,17 @@ ANY = -1  # mask_index of an unrestricted free position
 FREE = -1  # fixed id of a free position
 
 
+def _ids(values, what: str) -> torch.Tensor:
+    """An integer tensor (a copy, flat) of `values`; TemplateError for anything else (floats were truncated)."""
+    try:
+        tensor = torch.as_tensor(values)
+    except (TypeError, ValueError, RuntimeError) as exc:
+        raise TemplateError(f"{what} must be integers: {exc}") from None
+    if tensor.numel() and (tensor.is_floating_point() or tensor.is_complex() or tensor.dtype == torch.bool):
+        raise TemplateError(f"{what} must be integers, not {str(tensor.dtype).removeprefix('torch.')}")
+    return tensor.to(torch.long).flatten().clone()
+
+
 class CanvasTemplate:
     """Fixed tokens and per-position allowed sets for an output of `len(template)` tokens."""
 
@@ -40,18 +52,17 @@ class CanvasTemplate:
         masks: torch.Tensor | None = None,
         slots: Sequence[Slot] = (),
     ):
+        if isinstance(vocab_size, bool) or not isinstance(vocab_size, numbers.Integral) or vocab_size < 1:
+            raise TemplateError(f"vocab_size must be an integer of at least 1, got {vocab_size!r}")
         self.vocab_size = int(vocab_size)
         self.slots = tuple(slots)
         # the constraint it was compiled from, as a server takes it (`structured.constraint_template`): ("regex" or
         # "json_schema", the text, max_tokens or None); None for any other template (and any template made from it)
         self.source: tuple[str, str, int | None] | None = None
-        self.fixed = torch.as_tensor(fixed, dtype=torch.long).flatten().clone()
+        self.fixed = _ids(fixed, "fixed")
         n = self.fixed.numel()
-        self.mask_index = (
-            torch.full((n,), ANY, dtype=torch.long)
-            if mask_index is None
-            else torch.as_tensor(mask_index, dtype=torch.long).flatten().clone()
-        )
+        self.mask_index = torch.full((n,), ANY, dtype=torch.long) if mask_index is None else _ids(mask_index,
+                                                                                                  "mask_index")
         self.masks = (
             torch.zeros((0, self.vocab_size), dtype=torch.bool) if masks is None else torch.as_tensor(masks).bool()
         )
@@ -65,7 +76,7 @@ class CanvasTemplate:
         the shapes and ids (`CanvasTemplate(...)` checks them). A JSON schema's template is joined from hundreds of
         parts, where checking each one cost a fifth of the compile."""
         self = cls.__new__(cls)
-        self.vocab_size, self.fixed, self.slots = vocab_size, fixed, tuple(slots)
+        self.vocab_size, self.fixed, self.slots, self.source = vocab_size, fixed, tuple(slots), None
         self.mask_index = torch.full(fixed.shape, ANY, dtype=torch.long) if mask_index is None else mask_index
         self.masks = torch.zeros((0, vocab_size), dtype=torch.bool) if masks is None else masks
         return self
@@ -84,6 +95,8 @@ class CanvasTemplate:
 
     @classmethod
     def unconstrained(cls, length: int, vocab_size: int) -> "CanvasTemplate":
+        if isinstance(length, bool) or not isinstance(length, numbers.Integral) or length < 1:
+            raise TemplateError(f"a template's length must be an integer of at least 1, got {length!r}")
         return cls(vocab_size, torch.full((length,), FREE, dtype=torch.long))
 
     @classmethod
@@ -224,8 +237,43 @@ class CanvasTemplate:
         else None (free: the output may go on)."""
         return pad if eos is not None and len(self) > 0 and int(self.fixed[-1]) == eos else None
 
+    def ending_at_its_end(self, eos: int | None, pad: int) -> "CanvasTemplate":
+        """This template with EOS kept out of every position before the last one that can hold neither `pad` nor
+        EOS: an EOS there would end the output (a commit turns what follows it into pad) and drop the tokens the
+        template requires after it. Itself when no position needs it; TemplateError when a position before it
+        allows EOS only (fixes it, or a set of EOS alone)."""
+        if eos is None or eos == pad:
+            return self
+        fixed, index, masks = self.fixed, self.mask_index, self.masks
+
+        def allows(token: int) -> torch.Tensor:
+            in_mask = masks[:, token][index.clamp(min=0)] if masks.shape[0] else torch.zeros_like(fixed, dtype=bool)
+            return (fixed == token) | ((fixed < 0) & ((index < 0) | in_mask))
+
+        ends = allows(eos)
+        required = (~(allows(pad) | ends)).nonzero()
+        if not required.numel():
+            return self
+        last = int(required[-1])
+        hit = ends & (torch.arange(len(self)) < last)
+        if not hit.any():
+            return self
+        rows = torch.cat([masks, torch.ones((1, self.vocab_size), dtype=torch.bool)])  # (the last: any token)
+        rows[:, eos] = False
+        alone = hit & ((fixed == eos) | ((fixed < 0) & ~rows[torch.where(index < 0, rows.shape[0] - 1, index)].any(1)))
+        if alone.any():
+            i = int(alone.nonzero()[0])
+            raise TemplateError(f"position {i} allows only EOS ({eos}) but position {last} after it must hold a token "
+                                f"other than pad or EOS: the output would end at the EOS and lose it")
+        new_index = torch.where(hit, torch.where(index < 0, rows.shape[0] - 1, index) + masks.shape[0], index)
+        out = CanvasTemplate.from_parts(self.vocab_size, fixed, new_index, torch.cat([masks, rows]), self.slots)
+        out.source = self.source
+        return out
+
     def allowed(self, position: int) -> torch.Tensor | None:
         """Allowed token ids at `position` (None: any token)."""
+        if not -len(self) <= position < len(self):
+            raise TemplateError(f"position {position} is outside the template ({len(self)} positions)")
         if self.fixed[position] >= 0:
             return self.fixed[position : position + 1].clone()
         if self.mask_index[position] < 0:
@@ -244,8 +292,9 @@ class CanvasTemplate:
         return [f if f >= 0 else (None if k < 0 else rows[k]) for f, k in zip(fixed, index)]
 
     def violations(self, tokens: Sequence[int] | torch.Tensor) -> list[int]:
-        """Positions where `tokens` break the template (a shorter output counts its missing positions)."""
-        tokens = torch.as_tensor(tokens, dtype=torch.long).flatten()
+        """Positions where `tokens` break the template (a shorter output counts its missing positions: check a
+        result's `raw_tokens` against a template that ends in EOS, as `tokens` stop before the EOS)."""
+        tokens = _ids(tokens, "tokens")
         n = min(len(self), tokens.numel())
         t, fixed, mi = tokens[:n], self.fixed[:n], self.mask_index[:n]
         bad = (fixed >= 0) & (t != fixed)
@@ -262,6 +311,9 @@ class CanvasTemplate:
     def canvas(self, index: int, canvas_length: int, fill: int | None = None) -> "CanvasTemplate":
         """The part of the template on canvas `index`, padded to `canvas_length` with unrestricted positions, or with
         positions fixed to token `fill`."""
+        if index < 0 or canvas_length < 1:
+            raise TemplateError(f"canvas {index} of length {canvas_length}: the index must be at least 0 and the "
+                                "length at least 1")
         start, stop = index * canvas_length, (index + 1) * canvas_length
         fixed = torch.full((canvas_length,), FREE if fill is None else fill, dtype=torch.long)
         mask_index = torch.full((canvas_length,), ANY, dtype=torch.long)
@@ -474,6 +526,8 @@ class DeviceMasks:
         if hit is not None and hit[0]() is masks:
             return hit[1]
         copy = masks.to(self.device)
+        if copy is masks:  # (already there: a copy held here would keep the table alive, and its entry, for ever)
+            return masks
         self._copies = {k: v for k, v in self._copies.items() if v[0]() is not None}  # (forget dead tables)
         self._copies[key] = (weakref.ref(masks), copy)
         return copy

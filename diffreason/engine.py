@@ -25,7 +25,7 @@ from transformers import DynamicCache
 
 from diffreason import free_forward
 from diffreason.canvas import CanvasConstraint, CanvasTemplate
-from diffreason.errors import ConfigError, TemplateError
+from diffreason.errors import ConfigError, DiffreasonError, TemplateError
 from diffreason.model import DiffusionLM
 from diffreason.sampler import DenoiseState, RenoiseSampler, SamplerConfig, StepOutput
 
@@ -57,7 +57,7 @@ class GenerationResult:
     raw_tokens: list[int]  # the committed canvases whole, as transformers returns them (pad after EOS)
     text: str
     steps: list[int]  # denoising steps used, per canvas
-    stopped_early: list[bool]  # per canvas: converged before the step budget
+    stopped_early: list[bool]  # per canvas: the stop rule ended it (converged; it may be on the budget's last step)
     finished: bool  # an EOS was generated within max_new_tokens
     seconds: float
     trace: list[StepTrace] | None = None
@@ -150,6 +150,10 @@ class Engine:
         at free positions only (`diffreason.free_forward`: the same logits there, bit for bit; a fixed position's are
         its token's logit and -inf elsewhere, all the sampler's mask leaves of them). `forward_context`: called for a
         context manager entered around every denoising forward (a profiler, a FLOP counter)."""
+        if not isinstance(lm, DiffusionLM):
+            raise ConfigError(f"lm is a DiffusionLM (diffreason.load_model(path)), not a {type(lm).__name__}")
+        if sampler is not None and not isinstance(sampler, (RenoiseSampler, SamplerConfig)):
+            raise ConfigError(f"sampler is a SamplerConfig or a RenoiseSampler, not a {type(sampler).__name__}")
         self.lm = lm
         if attention not in ("auto", "flashinfer", "sdpa"):
             raise ConfigError(f"attention must be auto, flashinfer or sdpa, got {attention!r}")
@@ -204,22 +208,36 @@ class Engine:
         callback: StepCallback | None = None,
         step_hook: StepHook | None = None,
         on_canvas: CanvasCallback | None = None,
+        return_errors: bool = False,
     ) -> list[GenerationResult]:
         """Results in request order. Requests run in batches of `max_batch_size`, longest prompts together.
 
         `on_canvas(request index, canvas index, tokens)` is called as each canvas is committed (streaming); when it
         returns True the request ends there, as after an EOS (a server's client that has gone).
+        A request that cannot run (a bad prompt, seed or template) is, with `return_errors`, its DiffreasonError in
+        the list while the others run; without, that error, naming the request (`requests[i]: ...`), before any
+        runs.
         """
         self.stats = EngineStats()
-        prepared = [self._prepare(r) for r in requests]
-        order = sorted(range(len(prepared)), key=lambda i: -len(prepared[i][0]))
-        results: list[GenerationResult | None] = [None] * len(prepared)
+        prepared: list = []
+        for i, r in enumerate(requests):
+            try:
+                if not isinstance(r, GenerationRequest):
+                    raise ConfigError(f"a request is a GenerationRequest, not a {type(r).__name__}")
+                prepared.append(self._prepare(r))
+            except DiffreasonError as exc:
+                if not return_errors:
+                    raise type(exc)(f"requests[{i}]: {exc}" if len(requests) > 1 else str(exc)) from None
+                prepared.append(exc)
+        runs = [i for i, p in enumerate(prepared) if not isinstance(p, DiffreasonError)]
+        order = sorted(runs, key=lambda i: -len(prepared[i][0]))
+        results: list = [p if isinstance(p, DiffreasonError) else None for p in prepared]
         for start in range(0, len(order), self.max_batch_size):
             chunk = order[start : start + self.max_batch_size]
             batch = [prepared[i] for i in chunk]
             for i, res in zip(chunk, self._run(batch, chunk, trace, callback, step_hook, on_canvas)):
                 results[i] = res
-        return results  # type: ignore[return-value]
+        return results
 
     # -- internals --------------------------------------------------------------------------------------------------
 
@@ -228,6 +246,8 @@ class Engine:
         tok = self.lm.tokenizer
         if isinstance(r.prompt, str):
             ids = self.lm.encode_prompt(r.prompt)
+        elif isinstance(r.prompt, (bytes, bytearray)):  # (its bytes would read as token ids)
+            raise ConfigError("a prompt is a string or a sequence of integer token ids, not bytes: decode it first")
         else:
             try:  # (token ids: ints, numpy's or 0-d tensors, never a float or string to be truncated or parsed)
                 ids = [operator.index(t) for t in r.prompt]
@@ -246,6 +266,11 @@ class Engine:
         canvas = self.lm.canvas_length
         default = getattr(self.model.generation_config, "max_new_tokens", None) or 256
         template = r.template
+        if template is not None and not isinstance(template, CanvasTemplate):
+            raise ConfigError(f"template is a CanvasTemplate (or None), not a {type(template).__name__}")
+        if r.max_new_tokens is not None and (isinstance(r.max_new_tokens, bool) or not isinstance(
+                r.max_new_tokens, numbers.Integral)):
+            raise ConfigError(f"max_new_tokens must be an integer of at least 1, got {r.max_new_tokens!r}")
         if template is not None:
             if template.vocab_size > self.lm.vocab_size:
                 raise TemplateError(
@@ -256,6 +281,8 @@ class Engine:
             template = template.with_vocab(self.lm.vocab_size)
             if r.max_new_tokens is not None and r.max_new_tokens < len(template):
                 raise TemplateError(f"max_new_tokens={r.max_new_tokens} is shorter than the template ({len(template)})")
+            # (an EOS before a token the template requires would end the output without it: kept out there)
+            template = template.ending_at_its_end(tok.eos_token_id, self._pad_id())
             default = len(template)
         max_new = r.max_new_tokens if r.max_new_tokens is not None else default
         if max_new < 1:

@@ -43,7 +43,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from diffreason.client import cut_at_stop, settled_text
-from diffreason.errors import DiffreasonError
+from diffreason.errors import ConfigError, DiffreasonError, TemplateError
 
 DEFAULT_MAX_NEW_TOKENS = 128  # SGLang's default
 COMPILE_SECONDS = 10.0  # CPU time one request's constraint may take to compile (the SGLang plugin's bound)
@@ -102,6 +102,10 @@ def parse_request(body: Any, tokenizer, canvas_length: int, lm=None) -> tuple[li
     if refused:
         raise RequestError("DiffusionGemma with Gemma4Renoise does not support request-level "
                            + ", ".join(refused) + "; sampling is governed by the renoise schedule.")
+    if params.get("ignore_eos"):  # (they were ignored without a word: QA, 2026-12-07)
+        raise RequestError("ignore_eos is not supported: the engine ends an answer at its EOS")
+    if params.get("stop_regex"):
+        raise RequestError("stop_regex is not supported; use stop strings")
     max_new = params.get("max_new_tokens", DEFAULT_MAX_NEW_TOKENS)
     if not isinstance(max_new, int) or isinstance(max_new, bool) or not 1 <= max_new <= 1_000_000:
         raise RequestError(f"max_new_tokens must be an integer in [1, 1000000], got {max_new!r}")
@@ -215,14 +219,17 @@ class Batcher:
                     batch[index].chunks.put((canvas, list(tokens)))
                 return batch[index].gone.is_set()  # (its row ends here: no one reads the rest)
 
-            try:
-                results = self.engine.generate_batch(requests, on_canvas=on_canvas)
+            try:  # (a job the engine refuses gets its error; the others are answered)
+                results = self.engine.generate_batch(requests, on_canvas=on_canvas, return_errors=True)
             except Exception as exc:  # (never lose the worker: every job of the batch gets the error)
                 for job in batch:
                     job.done.set_exception(exc)
                 continue
             for job, result in zip(batch, results):
-                job.done.set_result(result)
+                if isinstance(result, Exception):
+                    job.done.set_exception(result)
+                else:
+                    job.done.set_result(result)
 
 
 def answer(job: Job, result, tokenizer) -> dict:
@@ -326,6 +333,9 @@ def make_app(lm, max_batch: int = 16, batch_wait: float = 0.01):
                 return error(499, "the client has gone")
         try:
             results = waiting.result()
+        except (ConfigError, TemplateError) as exc:  # (the engine refused what the request gave)
+            return error(400, str(exc))
+        try:
             # (off the event loop: a schema check may take seconds, and the server's other clients wait for none)
             answers = await asyncio.to_thread(lambda: [answer(j, r, tokenizer) for j, r in zip(jobs, results)])
         except DiffreasonError as exc:

@@ -45,6 +45,25 @@ def test_low_level_constructor_validates():
         CanvasTemplate(10, [4], [0], masks[:1])
 
 
+def test_eos_is_kept_out_of_positions_before_a_required_token():
+    """(An EOS allowed before fixed tokens ended the output and the commit turned them into pad: QA, 2026-12-07.)
+    EOS 1, pad 0: EOS stays allowed where nothing after it requires a token other than pad or EOS."""
+    t = CanvasTemplate.from_positions(20, [None, {1, 5}, {1, 5}, 7, None, {1, 6}, 1])
+    out = t.ending_at_its_end(eos=1, pad=0)
+    assert [out.allowed(i) is None for i in range(7)] == [False, False, False, False, True, False, False]
+    assert 1 not in out.allowed(0).tolist() and len(out.allowed(0)) == 19
+    assert out.allowed(1).tolist() == out.allowed(2).tolist() == [5] and out.allowed(3).tolist() == [7]
+    assert out.allowed(5).tolist() == [1, 6] and out.allowed(6).tolist() == [1]
+    assert t.allowed(1).tolist() == [1, 5]  # (a new template: the given one is unchanged)
+    ends = CanvasTemplate.from_positions(20, [None, {1, 5}, 0, {0, 3}, 1])  # (nothing after needs more than pad)
+    assert ends.ending_at_its_end(eos=1, pad=0) is ends
+    with pytest.raises(TemplateError, match="position 1 allows only EOS .1. but position 2 after it must hold a "
+                                            "token other than pad or EOS"):
+        CanvasTemplate.from_positions(20, [4, 1, 4]).ending_at_its_end(eos=1, pad=0)
+    with pytest.raises(TemplateError, match="position 0 allows only EOS"):
+        CanvasTemplate.from_positions(20, [{1}, 4]).ending_at_its_end(eos=1, pad=0)
+
+
 def test_violations_and_canvases():
     t = CanvasTemplate.from_positions(20, [1, {2, 3}, None, 4, {5}])
     assert t.violations([1, 3, 19, 4, 5]) == []
@@ -106,3 +125,20 @@ def test_slots_over_a_vocabulary_widened_past_the_tokenizer():
         assert max(path) < V and template.violations(path) == []
         constraint = CanvasConstraint.from_templates([template])
         assert constraint.allowed.shape[-1] == V + 5 and not constraint.allowed[..., V:].any()
+
+
+def test_device_masks_on_the_tables_own_device_keep_nothing_alive():
+    """(On the CPU the cached "copy" was the table itself, so the cache kept every table, and its entry, for ever:
+    QA, 2026-12-07.)"""
+    import gc
+    import weakref
+
+    from diffreason.canvas import DeviceMasks
+
+    masks = torch.ones(3, 50, dtype=torch.bool)
+    device_masks = DeviceMasks("cpu")
+    assert device_masks.get(masks) is masks
+    table = weakref.ref(masks)
+    del masks
+    gc.collect()
+    assert table() is None and len(device_masks) == 0

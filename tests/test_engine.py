@@ -40,6 +40,20 @@ def test_past_a_templates_final_eos_its_last_canvas_is_pad(tiny_lm):
                 assert res.raw_tokens[C + 5:] == [pad] * (C - 5)
 
 
+def test_fixed_tokens_after_a_position_that_allows_eos_are_kept(tiny_lm):
+    """(A position allowing EOS before fixed tokens: the model chose EOS and the fixed tokens were lost, every seed
+    of 30: QA, 2026-12-07.) EOS is kept out there; a template that fixes EOS before them is refused."""
+    eos, v = tiny_lm.tokenizer.eos_token_id, tiny_lm.vocab_size
+    fixed = [40, 41, 42]
+    template = CanvasTemplate.from_positions(v, [None, {eos, 5}, *fixed])
+    for seed in range(4):
+        r = Engine(tiny_lm).generate("x", template=template, seed=seed)
+        assert r.raw_tokens[1:5] == [5, *fixed] and template.violations(r.raw_tokens) == [], r.raw_tokens[:8]
+        assert eos not in r.raw_tokens[:5]
+    with pytest.raises(TemplateError, match="position 3 allows only EOS"):
+        Engine(tiny_lm).generate("x", template=CanvasTemplate.from_positions(v, [*fixed, eos, *fixed]))
+
+
 def test_batch_results_equal_single_results(tiny_lm):
     engine = Engine(tiny_lm, max_batch_size=8)
     tmpl = CanvasTemplate.from_positions(tiny_lm.vocab_size, [{10, 11, 12}] * 8 + [None] * 4)
@@ -96,7 +110,7 @@ def test_engine_errors(tiny_lm):
     with pytest.raises(TemplateError, match=f"vocabulary of {tiny_lm.vocab_size + 1}"):  # (larger than the model's)
         engine.generate("x", template=CanvasTemplate.from_positions(tiny_lm.vocab_size + 1, [1]))
     with pytest.raises(TemplateError, match="shorter than the template"):
-        engine.generate("x", template=CanvasTemplate.from_positions(tiny_lm.vocab_size, [1, 2, 3]), max_new_tokens=2)
+        engine.generate("x", template=CanvasTemplate.from_positions(tiny_lm.vocab_size, [4, 5, 6]), max_new_tokens=2)
     with pytest.raises(ConfigError, match="outside the vocabulary"):
         engine.generate([2, 10**6])
     with pytest.raises(ConfigError, match="at least 1"):

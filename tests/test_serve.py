@@ -133,12 +133,28 @@ def test_an_unconstrained_answer_ends_at_max_new_tokens(server):
     # (QA, 2026-12-07: a body nested past the recursion limit was a 500; a regex no slot can hold compiled for 40 s)
     (None, b"[" * 100_000, "the body is not JSON"),
     ({"text": "x", "sampling_params": {"regex": "[\\s\\S]{5003}"}}, None, "a match has at least 5003 characters"),
+    ({"text": "x", "sampling_params": {"ignore_eos": True}}, None, "ignore_eos is not supported"),
+    ({"text": "x", "sampling_params": {"stop_regex": "a+"}}, None, "stop_regex is not supported; use stop strings"),
+    # (QA, 2026-12-07: an EOS before fixed tokens ended the answer without them)
+    ({"text": "x", "sampling_params": {"custom_params": {"diffreason_template": [40, 1, 41]}}}, None,
+     "position 1 allows only EOS (1) but position 2 after it must hold a token other than pad or EOS"),
 ])
 def test_a_bad_request_is_a_400_with_the_reason_and_the_server_lives_on(server, body, raw, message):
     status, text = post(server + "/generate", body, raw=raw)
     assert status == 400 and message in json.loads(text)["error"]["message"], text
     with urllib.request.urlopen(server + "/health", timeout=10) as r:
         assert r.status == 200
+
+
+def test_a_request_the_engine_refuses_leaves_its_batch_answered(server):
+    """(One job the engine refused failed every job of its batch.)"""
+    bad = {"text": "x", "sampling_params": {"custom_params": {"diffreason_template": [40, 1, 41]}}}
+    good = {"text": "code", "sampling_params": {"regex": "[A-Z]{3}-[0-9]{3}"}}
+    with ThreadPoolExecutor(4) as pool:
+        answers = list(pool.map(lambda b: post(server + "/generate", b), [bad, good, bad, good]))
+    assert [status for status, _ in answers] == [400, 200, 400, 200], answers
+    expect = local("code", regex="[A-Z]{3}-[0-9]{3}").tokens
+    assert json.loads(answers[1][1])["output_ids"] == json.loads(answers[3][1])["output_ids"] == expect
 
 
 def test_a_stream_sends_each_canvas_then_the_answer_with_every_canvas_steps(server):

@@ -268,6 +268,10 @@ def test_a_json_schema_string_is_never_read_as_a_path(tmp_path):
     (dict(regex=r"a\bb"), "diffreason:"),
     (dict(regex="[^\\x00-\\U0010ffff]"), "diffreason:"),  # matches nothing
     (dict(custom_params={plugin.TEMPLATE_PARAM: "[-1]"}), "position 0: token -1 is outside"),
+    (dict(regex="[a-z]{3}", ignore_eos=True), "diffreason: ignore_eos is not supported with a constraint"),
+    # (an EOS fixed before fixed tokens finished the request without them: QA, 2026-12-07)
+    (dict(custom_params={plugin.TEMPLATE_PARAM: json.dumps([40, TOK.eos_token_id, 41])}),
+     f"diffreason: position 1 allows only EOS ({TOK.eos_token_id}) but position 2 after it must hold"),
 ])
 def test_bad_constraints_are_a_400_and_leave_no_state(params, message):
     answer = refusal("bad-constraint", **params)
