@@ -87,7 +87,9 @@ class DiffusionLM:
         return int(value) if value else None
 
     def encode_prompt(self, text: str) -> list[int]:
-        """A text prompt's token ids as the engine reads it: BOS, then the text without special tokens."""
+        """A text prompt's token ids as the engine reads it: BOS, then the text's tokens (none added around it; a
+        special token's text inside it, such as "<eos>", is that token, as transformers and SGLang read it: pass
+        token ids to keep such text literal)."""
         return [self.tokenizer.bos_token_id] + self.tokenizer.encode(text, add_special_tokens=False)
 
     def fit_to_context(self, prompt_tokens: int, max_new_tokens: int, fixed_tokens: int = 0) -> int:
@@ -272,6 +274,7 @@ _WEIGHT_SUFFIXES = (".safetensors", ".bin", ".safetensors.index.json", ".bin.ind
 
 def save_model(lm: DiffusionLM, path: str | Path) -> Path:
     """Write an HF directory (safetensors weights, config, generation config, tokenizer) that any loader reads.
+    The sampler's settings go to the generation config, all but `draws` (a run-time choice; see SamplerConfig).
 
     The write is atomic: the files go to a temporary sibling directory (`.NAME.tmp`, a crashed save's leftover is
     removed first), which then takes the place of `path` by rename. A crash or Ctrl-C mid-save leaves the previous

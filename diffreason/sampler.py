@@ -27,6 +27,8 @@ depend on its batch.
 
 from __future__ import annotations
 
+import math
+import numbers
 from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
@@ -35,6 +37,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from diffreason.canvas import CanvasConstraint, CanvasTemplate
 from diffreason.constrain.slots import best_paths
+from diffreason.errors import ConfigError
 
 
 class SamplerConfig(BaseModel):
@@ -53,7 +56,9 @@ class SamplerConfig(BaseModel):
         description="'reference': transformers' random stream (a sample at every position, token-identical to "
         "model.generate); 'fast': the same distributions from a counter-based stream, statistics over the allowed "
         "sets, samples only where accepted (inverse CDF) — the cheapest exact draws; "
-        "'sglang': SGLang Gemma4Renoise's stream (exponential race at every position), as the server plugin uses",
+        "'sglang': SGLang Gemma4Renoise's stream (exponential race at every position), as the server plugin uses. "
+        "A choice made at run time: a checkpoint does not keep it (transformers' generation config, which holds the "
+        "other fields, refuses unknown keys), so a loaded model draws 'reference' until told otherwise",
     )
 
     @model_validator(mode="after")
@@ -92,6 +97,11 @@ class EntropyBoundAcceptance:
 
     bound: float = 0.1
 
+    def __post_init__(self):  # (a negative or NaN bound accepted no position ever: QA, 2026-12-07)
+        if isinstance(self.bound, bool) or not isinstance(self.bound, numbers.Real) or not self.bound > 0 or \
+                not math.isfinite(self.bound):
+            raise ConfigError(f"EntropyBoundAcceptance bound must be a finite number above 0, got {self.bound!r}")
+
     def __call__(self, entropy: torch.Tensor, free: torch.Tensor | None) -> torch.Tensor:
         if free is not None:
             entropy = entropy.masked_fill(~free, 0.0)
@@ -115,6 +125,15 @@ class StableAndConfidentStop:
 
     stability: int = 1
     confidence: float = 0.005
+
+    def __post_init__(self):
+        if isinstance(self.stability, bool) or not isinstance(self.stability, numbers.Integral) or self.stability < 0:
+            raise ConfigError(f"StableAndConfidentStop stability must be an integer of at least 0, got "
+                              f"{self.stability!r}")
+        if isinstance(self.confidence, bool) or not isinstance(self.confidence, numbers.Real) or \
+                not self.confidence >= 0 or not math.isfinite(self.confidence):
+            raise ConfigError(f"StableAndConfidentStop confidence must be a finite number of at least 0, got "
+                              f"{self.confidence!r}")
 
     def init_history(self, batch: int, length: int, device: torch.device) -> torch.Tensor:
         return torch.full((self.stability, batch, length), -1, dtype=torch.long, device=device)
@@ -337,6 +356,8 @@ class RenoiseSampler:
         acceptance: AcceptanceRule | None = None,
         stop: StopRule | None = None,
     ):
+        if config is not None and not isinstance(config, SamplerConfig):
+            raise ConfigError(f"config is a SamplerConfig, not a {type(config).__name__}")
         self.config = config or SamplerConfig()
         self.acceptance = acceptance or EntropyBoundAcceptance(self.config.entropy_bound)
         self.stop = stop or StableAndConfidentStop(self.config.stability_threshold, self.config.confidence_threshold)

@@ -269,7 +269,7 @@ PATHS = ("unconstrained", "sudoku-1", "sudoku-64", "json", "infill")
 DRAWS = ("reference", "fast-whole", "fast")
 
 
-def _options(paths: str, draws: str, threads: str, steps: int | None, repeats: int) -> tuple:
+def _options(paths: str, draws: str, threads: str, steps: int | None, repeats: int, preset: str = "small") -> tuple:
     """The lists of paths, draws and thread counts asked for, or one clear error (exit 2) naming the bad value."""
     def listed(text: str, option: str, known: tuple) -> list[str]:
         names = [n.strip() for n in text.split(",") if n.strip()]
@@ -290,6 +290,10 @@ def _options(paths: str, draws: str, threads: str, steps: int | None, repeats: i
         raise typer.BadParameter(f"{repeats}: at least 1 timed run", param_hint="--repeats")
     if steps is not None and steps < 1:
         raise typer.BadParameter(f"{steps}: at least 1 step", param_hint="--steps")
+    from diffreason.model import PRESETS
+
+    if preset not in PRESETS:
+        raise typer.BadParameter(f"{preset!r} (choose from {', '.join(PRESETS)})", param_hint="--preset")
     return names, draw_list, thread_list
 
 
@@ -306,7 +310,7 @@ def main(
                                 "transformers' generate, batched and one at a time"),
 ) -> None:
     console = Console(width=160)
-    names, draw_list, thread_list = _options(paths, draws, threads, steps, repeats)
+    names, draw_list, thread_list = _options(paths, draws, threads, steps, repeats, preset)
     console.print("Command: python -m diffreason.evals.bench_engine " + " ".join(sys.argv[1:]))
     table = Table(title="diffreason engine: time per denoising step, fixed steps per canvas (early stop off), "
                   f"float32, cpu; median of {repeats} runs")

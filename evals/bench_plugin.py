@@ -31,6 +31,11 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     ap.add_argument("--threads", type=int, default=1)
     args = ap.parse_args(argv)
+    for name, low in (("vocab", 1100), ("canvas", 1), ("rows", 1), ("steps", 1), ("repeats", 1), ("threads", 1)):
+        if getattr(args, name) < low:  # (the template's ids reach 1099)
+            ap.error(f"--{name} must be at least {low}, got {getattr(args, name)}")
+    if args.device not in ("cpu", "cuda") or (args.device == "cuda" and not torch.cuda.is_available()):
+        ap.error(f"--device must be cpu or cuda (with a GPU), got {args.device!r}")
     if args.device == "cpu":
         torch.set_num_threads(args.threads)
 

@@ -31,8 +31,25 @@ def test_row_passes_count_each_canvas_through_the_denoiser(tiny_lm):
     (["--paths", "none"], "Invalid value for --paths: 'none'"),
     (["--threads", "x"], "Invalid value for --threads: 'x'"),
     (["--repeats", "0"], "Invalid value for --repeats: 0: at least 1 timed run"),
+    (["--preset", "bogus"], "Invalid value for --preset: 'bogus' (choose from tiny, small)"),  # (a traceback)
 ])
 def test_bad_options_are_refused_before_any_model_loads(args, message):
     """(`--draws bogus` ran reference draws under that label; `--threads x` was a traceback.)"""
     result = CliRunner().invoke(app, args, env={"COLUMNS": "200"})  # (typer's error box, one line wide)
     assert result.exit_code == 2 and message in " ".join(result.output.replace("│", " ").split()), result.output
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--steps", "0"], "--steps must be at least 1, got 0"), (["--repeats", "0"], "--repeats must be at least 1"),
+    (["--rows", "0"], "--rows must be at least 1"), (["--vocab", "1000"], "--vocab must be at least 1100, got 1000"),
+    (["--device", "tpu"], "--device must be cpu or cuda"),
+])
+def test_bench_plugin_refuses_bad_options_with_one_line(args, message):
+    """(Each was a ZeroDivisionError, StatisticsError or torch error: QA, 2026-12-07.)"""
+    import subprocess
+    import sys
+
+    p = subprocess.run([sys.executable, "-m", "diffreason.evals.bench_plugin", *args], capture_output=True, text=True,
+                       timeout=300)
+    assert p.returncode == 2 and message in p.stderr.strip().splitlines()[-1], p.stderr
+    assert "Traceback" not in p.stderr

@@ -113,6 +113,55 @@ def test_a_prompt_of_another_type_is_a_config_error(tiny_lm, prompt, what):
     assert Engine(tiny_lm).generate((np.int64(2), torch.tensor(3)), max_new_tokens=4).raw_tokens  # (integer types)
 
 
+def _api_calls(lm):
+    """(call, error class, message) of the Python API given what it does not take (QA, 2026-12-07: each was an
+    AttributeError, IndexError or torch error from deep inside, or was silently taken)."""
+    from diffreason import ConfigError, Engine, EntropyBoundAcceptance, GenerationRequest, RenoiseSampler
+    from diffreason import StableAndConfidentStop
+
+    t = CanvasTemplate.from_positions(50, [1, 2, 3])
+    return [
+        (lambda: CanvasTemplate(50, [1.7, 2.2]), TemplateError, "fixed must be integers, not float32"),
+        (lambda: CanvasTemplate(50, [float("nan")]), TemplateError, "fixed must be integers"),
+        (lambda: CanvasTemplate(0, [-1]), TemplateError, "vocab_size must be an integer of at least 1, got 0"),
+        (lambda: CanvasTemplate.unconstrained(-3, 50), TemplateError, "length must be an integer of at least 1"),
+        (lambda: t.canvas(-1, 2), TemplateError, "the index must be at least 0"),
+        (lambda: t.allowed(7), TemplateError, "position 7 is outside the template (3 positions)"),
+        (lambda: t.violations("ab"), TemplateError, "tokens must be integers"),
+        (lambda: EntropyBoundAcceptance(-1), ConfigError, "bound must be a finite number above 0, got -1"),
+        (lambda: EntropyBoundAcceptance(float("nan")), ConfigError, "bound must be a finite number above 0"),
+        (lambda: StableAndConfidentStop(stability=2.5), ConfigError, "stability must be an integer of at least 0"),
+        (lambda: StableAndConfidentStop(confidence=-1), ConfigError, "confidence must be a finite number"),
+        (lambda: RenoiseSampler({"draws": "fast"}), ConfigError, "config is a SamplerConfig, not a dict"),
+        (lambda: Engine(lm, sampler="fast"), ConfigError, "sampler is a SamplerConfig or a RenoiseSampler, not a str"),
+        (lambda: Engine(None), ConfigError, "lm is a DiffusionLM"),
+        (lambda: Engine(lm).generate("hi", template="abc"), ConfigError, "template is a CanvasTemplate (or None)"),
+        (lambda: Engine(lm).generate_batch(["hi"]), ConfigError, "a request is a GenerationRequest, not a str"),
+        (lambda: Engine(lm).generate(b"hi"), ConfigError, "not bytes: decode it first"),
+        (lambda: Engine(lm).generate("hi", max_new_tokens=3.5), ConfigError, "max_new_tokens must be an integer"),
+        (lambda: Engine(lm).generate("hi", max_new_tokens=True), ConfigError, "max_new_tokens must be an integer"),
+        (lambda: Engine(lm).generate_batch([GenerationRequest("a"), GenerationRequest([10**6])]), ConfigError,
+         "requests[1]: prompt token 1000000 is outside the vocabulary"),
+    ]
+
+
+def test_the_python_api_refuses_what_it_does_not_take_with_one_clear_error(tiny_lm):
+    for k, (call, error, message) in enumerate(_api_calls(tiny_lm)):
+        with pytest.raises(error) as info:
+            call()
+        assert message in str(info.value), (k, str(info.value))
+
+
+def test_a_batchs_good_requests_are_answered_beside_a_bad_one_with_return_errors(tiny_lm):
+    from diffreason import ConfigError, Engine, GenerationRequest
+
+    requests = [GenerationRequest("a", seed=1), GenerationRequest([10**6]), GenerationRequest("b", seed=2)]
+    out = Engine(tiny_lm).generate_batch(requests, return_errors=True)
+    assert isinstance(out[1], ConfigError) and "outside the vocabulary" in str(out[1])
+    alone = Engine(tiny_lm).generate_batch([requests[0], requests[2]])
+    assert [out[0].tokens, out[2].tokens] == [r.tokens for r in alone]
+
+
 def test_saving_is_atomic_and_keeps_the_other_files(tiny_lm, tmp_path, monkeypatch):
     path = tmp_path / "ck"
     tiny_lm.save(path)

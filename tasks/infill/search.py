@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import ast
 import functools
+import numbers
 import time
 import warnings
 from collections.abc import Callable, Sequence
@@ -150,6 +151,10 @@ def slot_lengths(max_hole_tokens: int, canvas_length: int, trained: Sequence[int
     """The slot lengths searched: the training slot lengths up to `max_hole_tokens`, and `max_hole_tokens` itself."""
     top = min(max_hole_tokens, canvas_length)
     return sorted({n for n in trained if n <= top} | {top})
+
+
+def _integer(value) -> bool:
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
 
 
 def check_lengths(code: InfillCode, max_hole_tokens: int, canvas_length: int) -> None:
@@ -375,8 +380,13 @@ def run_infill(
     t0 = time.perf_counter()
     if mode not in MODES:
         raise InfillInputError(f"unknown mode {mode!r}; choose one of {', '.join(MODES)}")
-    if not 1 <= samples <= MAX_SAMPLES:
-        raise InfillInputError(f"samples must be in [1, {MAX_SAMPLES}], got {samples}")
+    if not _integer(samples) or not 1 <= samples <= MAX_SAMPLES:
+        raise InfillInputError(f"samples must be an integer in [1, {MAX_SAMPLES}], got {samples!r}")
+    if not _integer(max_hole_tokens):
+        raise InfillInputError(f"max_hole_tokens must be an integer, got {max_hole_tokens!r}")
+    if not _integer(seed) or not 0 <= seed <= 2**64 - samples:  # (sample j runs with seed + j)
+        raise InfillInputError(f"seed must be an integer in [0, 2**64 - samples] (sample j draws with seed + j), "
+                               f"got {seed!r}")
     check_test_inputs(tests, module)
     check_lengths(code, max_hole_tokens, lm.canvas_length)
     searcher = Searcher(lm, sampler=sampler, max_steps=max_steps, engine=engine, constrain=constrain)
