@@ -13,7 +13,6 @@ from sglang.srt.dllm.config import DllmConfig  # noqa: E402
 from sglang.srt.sampling.sampling_params import SamplingParams  # noqa: E402
 
 from diffreason.backends import sglang_runtime as plugin  # noqa: E402
-from diffreason.canvas import CanvasTemplate  # noqa: E402
 from diffreason.tokenizer import train_byte_bpe  # noqa: E402
 
 TOK = train_byte_bpe()

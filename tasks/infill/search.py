@@ -39,7 +39,6 @@ samples were checked (`checked`).
 
 from __future__ import annotations
 
-import ast
 import functools
 import numbers
 import time
@@ -319,11 +318,11 @@ class Searcher:
         requests, meta = self.requests(code, i, fills, seeds, lens, single_line=single_line, regex=regex)
         usable = sorted({L for _, L, _ in meta})
         shown = next((r for r, (j, L, _) in enumerate(meta) if j == 0 and L == usable[-1]), 0)
-        callback = None
-        if watch is not None:
-            def callback(r, trace):
-                if r == shown:
-                    watch(i, trace)
+        def shown_only(r, trace):
+            if r == shown:
+                watch(i, trace)
+
+        callback = shown_only if watch is not None else None
         results = self.engine.generate_batch(requests, callback=callback)
         scores = _forward_scores(lm, [list(r.prompt) for r in requests], [res.raw_tokens[:canvas] for res in results],
                                  [L for _, L, _ in meta])
