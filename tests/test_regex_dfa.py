@@ -159,6 +159,10 @@ def test_a_users_regex_is_read_as_python_reads_it(regex, text):
     (None, "a regex is a string, not NoneType"), ("a{3,1}", "is not a valid Python regex: min repeat greater"),
     ("(a", "is not a valid Python regex"), ("", "matches only the empty string"), ("^$", "matches only the empty"),
     ("a$|b", "^ and \\A may only start it"), (r"\bfoo", "\\b and \\B are not supported"), ("(^a)", "may only start"),
+    # (QA, 2026-12-07: possessive repeats were read as greedy ones, and `a*+a` produced "a", which re never matches)
+    ("a*+a", "a possessive quantifier is not supported"), ("[ab]++b", "a possessive quantifier"),
+    ("a{1,2}+a", "a possessive quantifier"), ("x(?:y?+)", "a possessive quantifier"),
+    ("(?>ab)c", "an atomic group is not supported"),
 ])
 def test_a_users_regex_that_python_or_a_slot_cannot_take_is_refused(regex, message):
     with pytest.raises(TemplateError) as info:

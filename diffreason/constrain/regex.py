@@ -173,6 +173,26 @@ def _folded_non_ascii(regex: str) -> str | None:
     return walk(parsed, bool(parsed.state.flags & c.SRE_FLAG_IGNORECASE))
 
 
+def _backtracking_control(regex: str) -> str | None:
+    """The first possessive quantifier (`a*+`) or atomic group (`(?>...)`) of `regex`, which Python 3.11's re reads
+    and an automaton cannot (they change which texts match), named; None without one."""
+    from re import _constants, _parser
+
+    names = [(getattr(_constants, op, None), what) for op, what in (
+        ("POSSESSIVE_REPEAT", "a possessive quantifier"), ("ATOMIC_GROUP", "an atomic group"))]
+    stack: list = [_parser.parse(regex, re.ASCII)]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, _parser.SubPattern):
+            stack.extend(node.data)
+        elif isinstance(node, (list, tuple)):
+            what = next((w for op, w in names if node and op is not None and node[0] is op), None)
+            if what is not None:
+                return what
+            stack.extend(node)
+    return None
+
+
 def from_python(regex) -> str:
     """A user's regex, read as Python's `re` reads it with `re.ASCII` (`\\d`, `\\w`, `\\s` are ASCII classes, as the
     parser has them) and matched whole, as `re.fullmatch` does → the pipeline's regex text. Refused (TemplateError),
@@ -188,6 +208,10 @@ def from_python(regex) -> str:
         folded = _folded_non_ascii(regex)
     except (re.error, OverflowError, RecursionError, ValueError) as exc:  # (ValueError: `(?u)` beside re.ASCII)
         raise TemplateError(f"regex {regex!r} is not a valid Python regex: {exc}") from None
+    control = _backtracking_control(regex)
+    if control is not None:  # (`a*+a` was read as `a*a`: texts Python's re never matches)
+        raise TemplateError(f"regex {regex!r}: {control} is not supported (the automata would read it as the plain "
+                            "quantifier or group, a larger language); rewrite it without")
     if folded is not None:
         raise TemplateError(f"regex {regex!r}: case-insensitive matching of {folded!r} is not supported (re.ASCII "
                             "folds only ASCII letters; the parser would fold it too); spell out the cases you want")
