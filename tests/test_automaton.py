@@ -249,17 +249,14 @@ def test_slots_of_one_automaton_at_several_lengths_share_reachability_correctly(
 
 
 def _byte_fsm(regex):
-    """The byte-level FSM the automaton module hands outlines' index (ours for ASCII alphabets, else outlines'),
-    narrowed to valid UTF-8."""
-    from outlines_core.fsm.regex import make_byte_level_fsm, make_deterministic_fsm
-
+    """The byte-level FSM the automaton module hands outlines' index (ASCII alphabets' conversion, else the general
+    one of `constrain.utf8`), narrowed to valid UTF-8."""
+    from diffreason.constrain import utf8
     from diffreason.constrain.automata import byte_level_fsm, valid_utf8_only
 
     fsm = C.char_fsm(regex)
     ours = byte_level_fsm(fsm)
-    if ours is None:
-        ours, _ = make_deterministic_fsm(make_byte_level_fsm(fsm, keep_utf8=True))
-    return valid_utf8_only(ours)
+    return valid_utf8_only(ours if ours is not None else utf8.byte_level_fsm(fsm))
 
 
 @pytest.mark.parametrize("regex", REGEXES + [r'"([^"\\]|\\["\\/bfnrt]){0,8}"', r"[a-c]x|[b-d]y", "é[^a]{1,2}"])

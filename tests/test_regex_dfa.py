@@ -226,17 +226,61 @@ def _same_token_language(a, b) -> bool:
 @pytest.mark.parametrize("regex", [r'"([ !#-\[\]-~]|\\["\\]){0,6}"', r"-?(0|[1-9][0-9]*)(\.[0-9]{1,3})?",
                                    r'"[^"\\]{1,4}"', r"a.{0,3}b", r'\{"k":(true|null)\}'])
 def test_byte_level_conversion_matches_outlines(regex, monkeypatch):
-    """Our byte-level FSM (ASCII alphabets; `anything_else` spelled as multi-byte UTF-8) gives outlines' token
-    index. The tokenizer has tokens for every byte, so multi-byte sequences are reachable."""
-    from diffreason.constrain import Compiler, automata
+    """Our byte-level FSMs (ASCII alphabets, `anything_else` spelled as multi-byte UTF-8; and the general one of
+    `constrain.utf8`) give outlines' token index where outlines' conversion is right (ASCII alphabets). The tokenizer
+    has tokens for every byte, so multi-byte sequences are reachable."""
+    from outlines_core.fsm.regex import make_byte_level_fsm, make_deterministic_fsm
+
+    from diffreason.constrain import Compiler, automata, utf8
     from diffreason.tokenizer import train_byte_bpe
 
-    build = Compiler.for_tokenizer(train_byte_bpe()).automata.build
+    tokenizer = train_byte_bpe()
+    build = Compiler.for_tokenizer(tokenizer).automata.build
     ours = build(regex)
-    monkeypatch.setattr(automata, "byte_level_fsm", lambda fsm: None)  # outlines' own conversion
-    theirs = build(regex)
-    assert _same_token_language(ours, theirs)
+    monkeypatch.setattr(automata, "byte_level_fsm", lambda fsm: None)
+    general = Compiler.for_tokenizer(tokenizer).automata.build(regex)
+    monkeypatch.setattr(utf8, "byte_level_fsm", lambda fsm: make_deterministic_fsm(make_byte_level_fsm(
+        fsm, keep_utf8=True))[0])  # outlines' own conversion
+    theirs = Compiler.for_tokenizer(tokenizer).automata.build(regex)
+    assert _same_token_language(ours, theirs) and _same_token_language(general, theirs)
     assert not _same_token_language(ours, build(regex + "x?"))  # the check can tell languages apart
+
+
+@pytest.mark.parametrize("regex", [r".?ü", r"café|.{4}", r"\D?é", r"[^x]é", r"(?:.|é)x", r".+é", r"\S+😀", r"[^é]",
+                                   r"[é-ü]+", r"[\u0080-\u07ff€]?.", r"x[^\n]?[é-ü]"])
+def test_byte_level_conversion_of_non_ascii_characters_keeps_pythons_language(regex):
+    """(outlines' conversion, used for alphabets naming non-ASCII characters, lost them where a wildcard read the
+    same lead byte: `.?ü` never wrote "ü", `.+é` was refused as empty: QA, 2026-12-07.) Every text of up to 3
+    characters over a mixed alphabet: the byte FSM accepts its UTF-8 exactly when re.fullmatch does."""
+    from outlines_core.fsm.regex import byte_symbol
+
+    from diffreason.constrain import utf8
+    from diffreason.constrain.automata import valid_utf8_only
+
+    fsm = valid_utf8_only(utf8.byte_level_fsm(chardfa.CharLevel().char_fsm(from_python(regex))))
+
+    def accepts(text: str) -> bool:
+        state = fsm.initial
+        for b in text.encode():
+            state = fsm.map.get(state, {}).get(fsm.alphabet[chr(b) if b < 0x80 else byte_symbol(b)])
+            if state is None:
+                return False
+        return state in fsm.finals
+
+    alphabet = ["a", "x", "\n", "é", "ü", "ä", "ó", "€", "😀", "ߠ"]
+    for n in range(4):
+        for chars in itertools.product(alphabet, repeat=n):
+            text = "".join(chars)
+            assert accepts(text) == (re.fullmatch(regex, text, re.ASCII) is not None), (regex, text)
+
+
+def test_utf8_sequences_spell_every_code_point_of_a_range_once():
+    from diffreason.constrain.utf8 import utf8_sequences
+
+    for lo, hi in [(0x80, 0x900), (0xE9, 0xFC), (0x7F0, 0x812), (0xFFF0, 0x10010), (0xE000, 0xE000), (0xD000, 0xD7FF)]:
+        spelled = [ord(bytes(code).decode()) for seq in utf8_sequences(lo, hi)
+                   for code in itertools.product(*(range(a, b + 1) for a, b in seq))]
+        assert sorted(spelled) == list(range(lo, hi + 1))
 
 
 def test_state_limit_holds_on_interegulars_construction_too(monkeypatch):

@@ -18,7 +18,7 @@ import torch
 from diffreason import limits
 from diffreason.constrain import compose
 from diffreason.constrain.cache import BytesLRU
-from diffreason.constrain import chardfa
+from diffreason.constrain import chardfa, utf8
 from diffreason.constrain.chardfa import AutomatonTooLarge, CharLevel, Intersections, intersections_in, trie
 from diffreason.constrain.regex import Choice, is_composite
 from diffreason.constrain.tokens import TokenAutomaton, TokenClasses, TokenizerAdapter
@@ -125,12 +125,12 @@ class TokenAutomata:
         (`create_states_mapping`) over token groups, without its FSM minimisation: interegular's `reduce()` (two subset
         constructions over the reversed automaton) costs minutes on the bounded repeats JSON values are made of, and an
         unminimised DFA accepts the same language (the slot work below is linear in its moves either way)."""
-        from outlines_core.fsm.regex import Index, make_byte_level_fsm, make_deterministic_fsm
+        from outlines_core.fsm.regex import Index
 
         char_fsm = self.chars.char_fsm(regex, intersections)
         byte_fsm = byte_level_fsm(char_fsm)
-        if byte_fsm is None:
-            byte_fsm, _ = make_deterministic_fsm(make_byte_level_fsm(char_fsm, keep_utf8=True))
+        if byte_fsm is None:  # (an alphabet naming non-ASCII characters; outlines' conversion lost some of them)
+            byte_fsm = utf8.byte_level_fsm(char_fsm)
         byte_fsm = valid_utf8_only(byte_fsm)
         # what outlines' create_fsm_index_tokenizer does, over one token per group of tokens that this FSM's alphabet
         # reads alike (a few thousand of a 32k vocabulary; see TokenizerAdapter.groups)
@@ -145,7 +145,7 @@ def byte_level_fsm(fsm):
     FSM our compiler writes), without its per-move linear scans of the state list: ASCII characters are bytes as
     they are; a move on `anything_else` also takes every multi-byte UTF-8 sequence — a lead byte, then one to three
     continuation bytes through intermediate states shared per target, keyed as outlines keys them. None for other
-    FSMs (outlines' own conversion handles them)."""
+    FSMs (`diffreason.constrain.utf8` converts them)."""
     from interegular.fsm import anything_else
     from outlines_core.fsm.regex import BetterAlphabet, BetterFSM
 
