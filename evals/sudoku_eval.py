@@ -25,6 +25,28 @@ import torch
 from diffreason.tasks import sudoku
 
 
+
+SIZES = ("hidden_size", "num_hidden_layers", "num_experts", "vocab_size")
+
+
+def _sizes(config) -> dict:
+    """The sizes a baseline must share with the diffusion model to be one "of equal size"."""
+    return {k: getattr(config, k, None) for k in SIZES}
+
+
+def _baseline_sizes(report: dict) -> str:
+    """What the report can say of the baseline's sizes against the model's: the same, or where they differ."""
+    ours, theirs = report.get("sizes"), report["baseline"].get("sizes")
+    if not ours or not theirs:
+        return "sizes not compared"
+    if ours == theirs:
+        return ("the diffusion model's width, depth, experts and vocabulary, without its self-conditioning block and "
+                "with a value projection of its own in the full-attention layers, which the diffusion model shares "
+                "with its keys")
+    return "not the diffusion model's sizes: " + ", ".join(f"{k} {theirs[k]} against {ours[k]}" for k in SIZES
+                                                           if ours[k] != theirs[k])
+
+
 def _display_path(path) -> str:
     if path is None:
         return "in-memory"
@@ -91,6 +113,8 @@ def run_eval(
         report = {
             "model": _display_path(lm.path),
             "parameters": sum(p.numel() for p in lm.model.parameters()),
+            "dtype": str(lm.model.dtype).removeprefix("torch."),
+            "sizes": _sizes(lm.model.config.text_config),
             "sampler": lm.sampler_config.model_dump(exclude={"max_denoising_steps"}),
             "machine": f"{platform.machine()}, {torch.get_num_threads()} threads, {lm.device}",
             "own": lm.sampler_config.max_denoising_steps,  # the checkpoint's own schedule: the headline run
@@ -101,7 +125,9 @@ def run_eval(
         from diffreason.tasks import sudoku_ar
 
         report["baseline"] = {"model": _display_path(baseline.path), "parameters": sudoku_ar.parameters(baseline.model),
-                              "training_examples": sudoku_ar.training_examples(baseline.path)}
+                              "training_examples": sudoku_ar.training_examples(baseline.path),
+                              "dtype": str(baseline.model.dtype).removeprefix("torch."),
+                              "sizes": _sizes(baseline.model.config)}
     own = report.pop("own")
     sets = [(tier, "generator", None) for tier in tiers] + [(name, "file", grids) for name, grids in
                                                             (puzzle_sets or {}).items()]
@@ -151,7 +177,8 @@ def run_eval(
             t = time.perf_counter()
             results = sudoku_ar.solve_ar(baseline, grids)
             entry["modes"][sudoku_ar.MODE] = {**mode_entry(results, time.perf_counter() - t, sudoku.CELLS),
-                                              "baseline": True}
+                                              "baseline": True,  # (it writes every cell: it never runs out of steps)
+                                              "unsolved_ran_out": None, "unsolved_stopped": None}
             if progress:
                 progress(f"{tier}/{sudoku_ar.MODE}")
         report["tiers"][tier] = entry
@@ -234,7 +261,8 @@ def write_report(report: dict, out_dir: str | Path, command: str) -> list[Path]:
         "",
         f"Command: `{command}`  ",
         f"Model: `{report['model']}`"
-        + (f" ({report['parameters'] / 1e6:.2f}M parameters)" if report.get("parameters") else " (served)")
+        + (f" ({report['parameters'] / 1e6:.2f}M parameters, {report.get('dtype', '?')})" if report.get("parameters")
+           else " (served)")
         + f"; up to {report['n_per_tier']} puzzles per set (generated tiers: fresh, generator seed {report['seed']}; "
         "files: their first ones); " + f"{report['machine']}.",
         "",
@@ -250,8 +278,8 @@ def write_report(report: dict, out_dir: str | Path, command: str) -> list[Path]:
         "wrong canvas.",
         "",
         *([f"`autoregressive` = the baseline `{report['baseline']['model']}`: a causal LM of "
-           f"{report['baseline']['parameters'] / 1e6:.2f}M parameters (the diffusion model's width, depth, experts, "
-           "vocabulary and embedding initialisation), trained on the same puzzle stream"
+           f"{report['baseline']['parameters'] / 1e6:.2f}M parameters, {report['baseline'].get('dtype', '?')} ("
+           + _baseline_sizes(report) + "), trained on the puzzle stream"
            + (f" for {report['baseline']['training_examples']:,} examples" if report['baseline'].get(
                "training_examples") else "")
            + ", decoding greedily cell by cell under the same template; its steps are forward passes (one per cell; "

@@ -791,6 +791,8 @@ def summarise(entry: Entry, count: int, lines: list[dict]) -> dict:
         m = mode_entry(results, seconds, own)
         row["sudoku"] = {k: m[k] for k in ("unsolved_ran_out", "unsolved_stopped", "voted", "chains_mean",
                                            "chains_max")}
+        if entry.mode == "autoregressive":  # (it writes every cell: it never runs out of steps)
+            row["sudoku"].update(unsolved_ran_out=None, unsolved_stopped=None)
         row["budget"] = own
     elif entry.task == "json":
         recs = [x["record"] for x in lines]
@@ -827,14 +829,17 @@ def build_report(head: dict, lines: list[dict]) -> dict:
     for line in lines:
         by_key.setdefault((line["task"], line["set"], line["mode"]), {})[line["item"]] = line  # (last one counts)
     rows = [summarise(e, count, list(by_key.get(e.key, {}).values())) for e, count in zip(entries, head["counts"])]
+    items = [sorted((x["item"], x["id"]) for x in by_key.get(e.key, {}).values()) for e in entries]
     comparisons = []
-    for row in rows:
+    for row, mine in zip(rows, items):
         if row["baseline"]:
             continue
-        for base in rows:
+        for base, theirs in zip(rows, items):
             if base["baseline"] and (base["task"], base["set"]) == (row["task"], row["set"]):
                 comparisons.append({
                     "task": row["task"], "set": row["set"], "mode": row["mode"], "baseline": base["mode"],
+                    # (a set's name does not fix its items: another generator seed, file or n is other puzzles)
+                    "same_items": mine == theirs,
                     **{f"{key}": [row[key], base[key]] for key in ("solved_rate", "valid_rate", "steps_median",
                                                                  "seconds_per_item", "items_per_second")}})
     return {"suite": head["suite"], "description": head.get("description", ""), "seed": head["seed"],
@@ -879,8 +884,9 @@ def write_report(out_dir: Path, head: dict, lines: list[dict]) -> list[Path]:
         "(JSON: every output validates against the schema, over the schemas compiled; infill: the code parses), "
         "denoising steps (Sudoku: all chains; JSON: per object, all canvases; infill: sample 0's, or all "
         "candidates' with ×K and verified; the autoregressive baseline: forward passes), wall seconds per item and "
-        "items per second on this run's machine. Baselines: `autoregressive` (a causal LM of the same size and "
-        "data), `random` (random fillings of the JSON template: no model), `unconstrained` (the code model with "
+        "items per second on this run's machine. Baselines: `autoregressive` (the causal LM given with --baseline, "
+        "`train sudoku-ar` builds it from a diffusion preset's sizes; `eval sudoku --baseline` compares the two), "
+        "`random` (random fillings of the JSON template: no model), `unconstrained` (the code model with "
         "the hole's slot left free).",
         "",
         "| task | set | mode | items | solved | valid | median steps | p90 steps | mean steps | s / item | items/s |",
@@ -894,14 +900,15 @@ def write_report(out_dir: Path, head: dict, lines: list[dict]) -> list[Path]:
                   f"{_num(r['seconds_per_item'], '{:.2f}')} | {_num(r['items_per_second'], '{:.2f}')} |")
     if report["comparisons"]:
         md += ["", "Model against baseline (model / baseline):", "",
-               "| task | set | mode | baseline | solved | valid | median steps | s / item |",
-               "|---|---|---|---|---:|---:|---:|---:|"]
+               "| task | set | mode | baseline | solved | valid | median steps | s / item | same items |",
+               "|---|---|---|---|---:|---:|---:|---:|---|"]
         for c in report["comparisons"]:
             md.append(f"| {c['task']} | {c['set']} | {c['mode']} | {c['baseline']} | "
                       f"{pct(c['solved_rate'][0])} / {pct(c['solved_rate'][1])} | "
                       f"{pct(c['valid_rate'][0])} / {pct(c['valid_rate'][1])} | "
                       f"{_num(c['steps_median'][0])} / {_num(c['steps_median'][1])} | "
-                      f"{_num(c['seconds_per_item'][0], '{:.2f}')} / {_num(c['seconds_per_item'][1], '{:.2f}')} |")
+                      f"{_num(c['seconds_per_item'][0], '{:.2f}')} / {_num(c['seconds_per_item'][1], '{:.2f}')} | "
+                      + ("yes |" if c["same_items"] else "**no: not comparable** |"))
     extra = []
     for r in report["rows"]:
         if "sudoku" in r and r["done"] and r["baseline"]:

@@ -988,7 +988,7 @@ def solve_batches(
         raise SudokuError(f"max_steps must be an integer of at least 1, got {max_steps!r}")
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
         raise SudokuError(f"batch_size must be an integer of at least 1, got {batch_size!r}")
-    grids = [parse(p if isinstance(p, str) else _cells_text(p)) for p in puzzles]
+    grids = [parse(p if isinstance(p, str) else cells_text(p)) for p in puzzles]
     if engine is None:
         check_vocabulary(lm)
         config = lm.sampler_config if max_steps is None else lm.sampler_config.model_copy(
@@ -1050,7 +1050,7 @@ def solve_batches(
         yield results
 
 
-def _cells_text(cells) -> str:
+def cells_text(cells) -> str:
     """A puzzle given as cells, as `parse` reads puzzles (so that it checks them alike): 0-9 each, else SudokuError."""
     cells = list(cells)
     bad = [c for c in cells if isinstance(c, bool) or not isinstance(c, numbers.Integral) or not 0 <= c <= 9]

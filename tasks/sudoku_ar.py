@@ -125,9 +125,17 @@ def training_examples(model_dir: Path | None) -> int | None:
     run = Path(model_dir).parent
     try:
         config = json.loads((run / "train_config.json").read_text())
-        last = (run / "log.jsonl").read_text().strip().splitlines()[-1]
-        return int(json.loads(last)["step"]) * int(config["batch_size"])
-    except (OSError, ValueError, KeyError, IndexError):
+        last = int(json.loads((run / "log.jsonl").read_text().strip().splitlines()[-1])["step"])
+        history = run / "train_config_history.jsonl"  # (the settings before each resume that changed them)
+        segments = [json.loads(line) for line in history.read_text().splitlines() if line.strip()] \
+            if history.is_file() else []
+        examples, start = 0, 0
+        for segment in sorted(segments, key=lambda x: int(x["until_step"])):  # (a batch size changed on a resume)
+            until = min(int(segment["until_step"]), last)
+            examples += max(0, until - start) * int(segment["config"]["batch_size"])
+            start = max(start, until)
+        return examples + max(0, last - start) * int(config["batch_size"])
+    except (OSError, ValueError, KeyError, IndexError, TypeError):
         return None
 
 
@@ -177,7 +185,10 @@ def ar_loss(model, batch: ARBatch, cfg, generator) -> tuple[torch.Tensor, dict]:
 def solve_ar(ar: ARSudoku, puzzles: Sequence[Sequence[int] | str], batch_size: int = 64) -> list[S.SolveResult]:
     """Greedy row-major decoding under the template (a given writes itself, a blank one of its nine digits);
     `steps` = forward passes (one per cell)."""
-    grids = [S.parse(p) if isinstance(p, str) else list(p) for p in puzzles]
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+        raise S.SudokuError(f"batch_size must be an integer of at least 1, got {batch_size!r}")
+    # (as `sudoku.solve` reads them: a list's -1, 1.5 or 10 was taken as a cell, 80 cells a torch error)
+    grids = [S.parse(p if isinstance(p, str) else S.cells_text(p)) for p in puzzles]
     masks = S.cell_masks()  # [81, V]: cell i's nine free tokens
     device = ar.device
     results = []

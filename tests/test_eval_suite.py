@@ -332,3 +332,21 @@ def test_an_infill_task_the_suite_cannot_run_is_a_problem_and_the_others_are_eva
     assert row["infill"]["problems"] == [line[len("error: "):] for line in p.stderr.splitlines()
                                          if line.startswith("error: Toy/deep")]
     assert "Problems (items not evaluated" in (out / "suite.md").read_text()
+
+
+def test_a_model_row_and_its_baseline_on_other_items_are_marked_not_comparable():
+    """(Rows were paired by task and set alone: a baseline run on other puzzles — another generator seed, file or n
+    — sat beside the model row as its comparison: QA, 2026-12-07.)"""
+    from diffreason.evals.suite import build_report
+
+    def lines(mode, ids):
+        return [{"task": "sudoku", "set": "easy", "mode": mode, "item": k, "id": i, "solved": True, "valid": None,
+                 "steps": 3, "seconds": 0.1, "record": {"solution": "1" * 81, "samples": 1, "voted": False,
+                                                         "budget": 48}} for k, i in enumerate(ids)]
+
+    entries = [{"task": "sudoku", "set": "easy", "mode": m, "n": 2, "options": {}} for m in ("model", "autoregressive")]
+    head = {"suite": "s", "seed": 0, "models": {}, "entries": entries, "counts": [2, 2]}
+    same = build_report(head, lines("model", ["p1", "p2"]) + lines("autoregressive", ["p1", "p2"]))
+    other = build_report(head, lines("model", ["p1", "p2"]) + lines("autoregressive", ["p3", "p4"]))
+    assert [c["same_items"] for c in same["comparisons"]] == [True]
+    assert [c["same_items"] for c in other["comparisons"]] == [False]

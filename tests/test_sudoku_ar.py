@@ -1,6 +1,7 @@
 """The autoregressive Sudoku baseline: equal size, the same data, decoding under the same template."""
 
 import json
+import re
 import subprocess
 import sys
 
@@ -89,6 +90,33 @@ def test_cli_trains_resumes_and_the_eval_reports_it_beside_the_model(tmp_path):
     assert report["tiers"]["easy"]["modes"]["autoregressive"]["steps_mean"] == S.CELLS
     assert report["baseline"]["training_examples"] == 120
     assert "| easy | " in (out / "sudoku.md").read_text() and "| autoregressive |" in (out / "sudoku.md").read_text()
+    # (a sudoku-tiny baseline beside the embedded sudoku-base was called one of "the diffusion model's width, depth":
+    # QA, 2026-12-07)
+    assert "float32 (not the diffusion model's sizes: hidden_size 32 against" in (out / "sudoku.md").read_text()
+
+
+def test_solve_ar_reads_puzzles_as_solve_does(tiny_ar):
+    """(A list's -1 or 1.5 was taken as a cell and "solved", 10 gave no solution without a word, 80 cells was a torch
+    error: QA, 2026-12-07.)"""
+    p = list(S.generate("easy", 0).puzzle)
+    for bad, message in (([-1] + p[1:], "got -1"), ([1.5] + p[1:], "got 1.5"), ([10] + p[1:], "got 10"),
+                         (p[:80], "puzzle has 80 cells, expected 81")):
+        with pytest.raises(S.SudokuError, match=re.escape(message)):
+            AR.solve_ar(tiny_ar, [bad])
+    with pytest.raises(S.SudokuError, match="batch_size must be an integer of at least 1, got 0"):
+        AR.solve_ar(tiny_ar, [p], batch_size=0)
+
+
+def test_training_examples_count_each_batch_size_for_its_steps(tmp_path):
+    """(A resume that changed --batch-size counted every step at the last size: 20 × 32 = 640 for 400: QA,
+    2026-12-07.)"""
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "train_config.json").write_text(json.dumps({"batch_size": 32}))
+    (run / "log.jsonl").write_text("".join(json.dumps({"step": k}) + "\n" for k in range(1, 21)))
+    assert AR.training_examples(run / "model") == 20 * 32
+    (run / "train_config_history.jsonl").write_text(json.dumps({"until_step": 10, "config": {"batch_size": 8}}) + "\n")
+    assert AR.training_examples(run / "model") == 10 * 8 + 10 * 32
 
 
 def test_a_diffusion_checkpoint_is_not_a_baseline(tmp_path):
