@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from diffreason.errors import DiffreasonError, ModelLoadError, first_line
+from diffreason.errors import DiffreasonError, ModelLoadError, WrongModel, first_line
 
 if TYPE_CHECKING:
     import torch
@@ -402,7 +402,9 @@ def check_checkpoint(path: str | Path) -> tuple[Path, dict, dict | None]:
     if model_type != "diffusion_gemma":
         arch = raw.get("architectures") if isinstance(raw, dict) else None
         arch = ", ".join(map(str, arch)) if isinstance(arch, list) else ""
-        raise ModelLoadError(
+        # (a model of a type named: another kind, never rebuilt over — a training run resumed on it would start a new
+        # model and fail to load its trainer state into that)
+        raise (WrongModel if model_type else ModelLoadError)(
             f"{str(path)!r} holds a {model_type or 'unknown'} model{f' ({arch})' if arch else ''}; "
             "diffreason needs a DiffusionGemma checkpoint (model_type 'diffusion_gemma')"
         )

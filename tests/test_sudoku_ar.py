@@ -93,6 +93,12 @@ def test_cli_trains_resumes_and_the_eval_reports_it_beside_the_model(tmp_path):
     # (a sudoku-tiny baseline beside the embedded sudoku-base was called one of "the diffusion model's width, depth":
     # QA, 2026-12-07)
     assert "float32 (not the diffusion model's sizes: hidden_size 32 against" in (out / "sudoku.md").read_text()
+    # (a diffusion run on the baseline's run directory advised moving the trainer state away, to start over from
+    # RUN/model's weights — the baseline's)
+    diff = subprocess.run([sys.executable, "-m", "diffreason.cli", "train", "sudoku", "--run-dir", str(run), "--preset",
+                           "sudoku-tiny", "--steps", "1"], capture_output=True, text=True, timeout=600)
+    assert diff.returncode == 2 and "holds a gemma4_text model" in diff.stderr and "move it away" not in diff.stderr, (
+        diff.stderr)
 
 
 def test_solve_ar_reads_puzzles_as_solve_does(tiny_ar):
