@@ -163,6 +163,7 @@ def test_a_users_regex_is_read_as_python_reads_it(regex, text):
     ("a*+a", "a possessive quantifier is not supported"), ("[ab]++b", "a possessive quantifier"),
     ("a{1,2}+a", "a possessive quantifier"), ("x(?:y?+)", "a possessive quantifier"),
     ("(?>ab)c", "an atomic group is not supported"),
+    ("()", "matches only the empty string"), ("a{0}", "matches only the empty string"), ("(?:)", "only the empty"),
 ])
 def test_a_users_regex_that_python_or_a_slot_cannot_take_is_refused(regex, message):
     with pytest.raises(TemplateError) as info:

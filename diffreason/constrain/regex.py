@@ -268,6 +268,8 @@ def from_python(regex) -> str:
         raise TemplateError(f"regex {regex!r}: ^ and \\A may only start it and $ and \\Z only end it (a slot's text is "
                             "matched whole); \\b and \\B are not supported")
     text = "".join(out)
-    if not text:
+    from re import _parser
+
+    if not text or _parser.parse(regex, re.ASCII).getwidth()[1] == 0:  # (`()`, `a{0}`: the parser's own message)
         raise TemplateError(f"regex {regex!r} matches only the empty string: a slot's regex must match some text")
     return regex if text == regex else text  # (an `Rx` or a `Choice` keeps its structure)
