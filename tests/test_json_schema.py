@@ -2157,6 +2157,32 @@ def test_generated_member_names_follow_property_names_and_patterns(schema):
     assert_fillings(schema, lambda v: len(v) >= schema["minProperties"])
 
 
+@pytest.mark.parametrize("schema, refused", [
+    ({"type": "object", "properties": {"é": False}, "patternProperties": {"^é$": {}}, "minProperties": 1}, True),
+    ({"type": "object", "dependentRequired": {"é": ["b"]}, "patternProperties": {"^é$": {}}, "minProperties": 1}, True),
+    ({"type": "object", "not": {"required": ["日本"]}, "patternProperties": {"^日本$": {}}, "minProperties": 1}, True),
+    ({"type": "object", "dependentRequired": {"a\u007f": ["b"]}, "patternProperties": {"^a\u007f$": {}},
+      "additionalProperties": False, "minProperties": 1}, True),
+    ({"type": "object", "patternProperties": {"^éb$": {"type": "integer"}, "b": {"type": "string"}},
+      "minProperties": 1}, False),
+    ({"type": "object", "patternProperties": {"é": {"type": "integer"}, "a": {"type": "string"}}, "minProperties": 1},
+     False),
+    ({"type": "object", "patternProperties": {"^a\\n$": {"type": "integer"}, "a": {"type": "string"}},
+      "minProperties": 1}, False),
+    ({"type": "object", "patternProperties": {"^a.{5}b$": {"type": "integer"}, "^a.{6}": {"type": "string"}},
+      "minProperties": 1}, False),
+])
+def test_a_generated_name_is_never_one_left_out_or_one_another_pattern_finds(schema, refused):
+    """(A name a pattern writes escaped — `\\u00e9` — passed the check against names left out, written raw; and the
+    check that no other pattern finds it read printable ASCII only: `{"\\u00e9b": 4}` under a pattern "b" of strings:
+    QA, 2026-12-07.) Refused where no other name is possible; else every filling validates."""
+    if refused:
+        with pytest.raises(SchemaError, match="no name can be generated for a member"):
+            compile_schema(schema, TOK)
+    else:
+        assert_fillings(schema, lambda v: len(v) >= 1, seeds=16)
+
+
 @pytest.mark.parametrize("schema", [
     {"type": "array", "items": {"type": "number", "minimum": 1, "maximum": 1.5}, "uniqueItems": True, "minItems": 2},
     {"type": "number", "exclusiveMinimum": -2.5, "maximum": -2},

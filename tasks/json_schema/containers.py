@@ -23,7 +23,7 @@ from diffreason.tasks.json_schema.base import (
     DepthLimit, NoValue, canonical, finite_values, json_literal, json_text,
 )
 from diffreason.tasks.json_schema.keywords import ANY_VALUE, VALIDATION_KEYWORDS
-from diffreason.tasks.json_schema.patterns import STRING_CHAR, PatternError
+from diffreason.tasks.json_schema.patterns import STRING_CHAR, PatternError, encoded_literal, searched_json_regex
 
 # What we write for the items of an array that declares none (any item is valid): strings (one object, so that
 # `matching_item` knows it by identity)
@@ -401,8 +401,12 @@ class ContainersMixin:
                 except PatternError as exc:
                     self.fail(f"{path}/patternProperties/{pattern}", f"unsupported keyword 'patternProperties' ({exc})")
             for pattern, value_schema in patterns.items():
-                others = [Complement(r) for p, r in searched.items() if p != pattern]
-                key = self.intersect(searched[pattern], *others) if others else searched[pattern]
+                try:  # (exact over printable-ASCII names: the capped value regex let a name through that another
+                    # pattern finds; so the name keeps to them — an escape, `\u00e9` or `\n`, no complement reads)
+                    others = [Complement(searched_json_regex(p)) for p in searched if p != pattern]
+                except PatternError as exc:
+                    self.fail(f"{path}/patternProperties", f"unsupported keyword 'patternProperties' ({exc})")
+                key = self.intersect(searched[pattern], f'"{STRING_CHAR}*"', *others) if others else searched[pattern]
                 if not others or not self.constraints.matches_nothing(key, self.placeholders_in(key)):
                     break
             else:
@@ -416,8 +420,10 @@ class ContainersMixin:
             key = f'"{STRING_CHAR}{{1,{self.budget.string - 2}}}"'
         # names a folded `not required` left out, and names that bring dependencies along: never generated
         forbidden = [k for k, v in schema.get("properties", {}).items() if v is False] + self.dependent_names(schema)
-        if forbidden:
-            key = self.intersect(key, Complement("|".join(json_literal(k) for k in forbidden)))
+        if forbidden:  # (in both spellings: as values are written, and as a pattern writes a name — `\u00e9`)
+            spellings = {json_literal(k) for k in forbidden} | {
+                '"' + "".join(map(encoded_literal, k)) + '"' for k in forbidden}
+            key = self.intersect(key, Complement("|".join(sorted(spellings))))
         if schema.get("propertyNames", True) is not True:  # the generated name must be a valid name too
             names, _ = self.value_regex(self.name_schema(schema), f"{path}/propertyNames", seen)
             key = self.intersect(key, names)
