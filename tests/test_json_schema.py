@@ -2157,6 +2157,15 @@ def test_generated_member_names_follow_property_names_and_patterns(schema):
     assert_fillings(schema, lambda v: len(v) >= schema["minProperties"])
 
 
+def test_an_alternation_of_single_characters_is_written_as_they_are():
+    """(Python parses `(é|😀)` as a character class, which was narrowed to printable ASCII and refused as empty.)"""
+    schema = {"type": "string", "pattern": "^(é|😀|\\n)+$", "maxLength": 3}
+    assert_fillings(schema, lambda v: 1 <= len(v) <= 3 and set(v) <= {"é", "😀", "\n"})
+    with pytest.raises(SchemaError, match=re.escape("pattern '(é' is not a regular expression Python accepts: missing"
+                                                    " ), unterminated subpattern")):
+        compile_schema({"type": "object", "patternProperties": {"(é": {}}}, TOK)
+
+
 @pytest.mark.parametrize("schema, refused", [
     ({"type": "object", "properties": {"é": False}, "patternProperties": {"^é$": {}}, "minProperties": 1}, True),
     ({"type": "object", "dependentRequired": {"é": ["b"]}, "patternProperties": {"^é$": {}}, "minProperties": 1}, True),

@@ -100,8 +100,9 @@ def _class_members(items) -> list[str]:
     return [ch for ch in PRINTABLE if (ch in hits) != negate]
 
 
-def _class_regex(chars: list[str]) -> str:
-    """A regex for one character out of `chars` (printable ASCII), in JSON encoding."""
+def _class_regex(chars: list[str], more: tuple[str, ...] = ()) -> str:
+    """A regex for one character out of `chars` (printable ASCII) or `more` (any others, each written encoded: what
+    an alternation of single characters, `(é|😀)`, parses as), in JSON encoding."""
     plain = sorted(c for c in chars if c not in '"\\')
     parts = []
     i = 0
@@ -113,7 +114,7 @@ def _class_regex(chars: list[str]) -> str:
         parts.append(a if i == j else a + b if j == i + 1 else f"{a}-{b}")
         i = j + 1
     options = [f"[{''.join(parts)}]"] if parts else []
-    options += [encoded_literal(c) for c in chars if c in '"\\']
+    options += [encoded_literal(c) for c in chars if c in '"\\'] + [encoded_literal(c) for c in more]
     if not options:
         raise PatternError("a character class matches no printable ASCII character")
     return options[0] if len(options) == 1 else "(" + "|".join(options) + ")"
@@ -132,7 +133,10 @@ def _translate(pattern, at_start: bool, at_end: bool, exact: bool = False) -> st
         elif op is C.ANY:
             out.append(STRING_CHAR)
         elif op is C.IN:
-            out.append(_class_regex(_class_members(av)))
+            negated = bool(av) and av[0][0] is C.NEGATE
+            more = () if negated else tuple(dict.fromkeys(chr(v) for o, v in av if o is C.LITERAL and not
+                                                          0x20 <= v <= 0x7E))
+            out.append(_class_regex(_class_members(av), more))
         elif op is C.CATEGORY:
             out.append(_class_regex(_class_members([(C.CATEGORY, av)])))
         elif op is C.BRANCH:

@@ -592,5 +592,6 @@ class ValuesMixin:
             for pattern in patterns:
                 try:
                     re.compile(pattern)
-                except re.error:
-                    self.fail(f"{path}/patternProperties", f"unsupported keyword 'patternProperties' ({pattern!r})")
+                except re.error as exc:  # (the message said the pattern only, not what is wrong with it)
+                    self.fail(f"{path}/patternProperties", f"pattern {pattern!r} is not a regular expression Python "
+                                                           f"accepts: {exc}")
