@@ -8,7 +8,8 @@ full matches:
 
 - literals are written in their JSON encoding, so any character of the pattern can be produced;
 - character classes (`[a-z]`, `[^"]`, `\\w`, `\\S`, `.`) are narrowed to printable ASCII — lengths then count exactly
-  and no partial UTF-8 sequence can ever be generated; quote and backslash become their escapes;
+  and no partial UTF-8 sequence can ever be generated; quote and backslash become their escapes; the single
+  characters a class names outside it (`[é😀]`, and `(é|😀)`, which Python parses as a class) are written encoded;
 - `^` / `$` are dropped where nothing can precede / follow them in a full match, and refused elsewhere;
 - runs of `.` stop at four characters (`.*` before characters it also matches blows the automaton up);
 - what has no such subset — back-references, lookarounds, word boundaries, flags, possessive repeats — is refused
