@@ -171,6 +171,12 @@ def test_a_users_regex_that_python_or_a_slot_cannot_take_is_refused(regex, messa
     assert message in str(info.value)
 
 
+def test_a_comment_in_a_regex_is_ignored_as_re_ignores_it():
+    """(`(?#c)ab` was refused with "'NoneType' object has no attribute 'simplify'": QA, 2026-12-07.)"""
+    assert from_python("(?#a note)ab(?#another)c") == "abc"
+    assert from_python("[(?#]x") == "[(?#]x"  # (inside a class it is three characters)
+
+
 @pytest.mark.parametrize("regex, texts", [
     (r"[^]]", ["a", "]", "é"]), (r"x[^]]y", ["x1y", "x]y"]), (r"[]a]", ["]", "a", "b"]),
     (r"(?i)ab[c-e]", ["ABd", "aBC", "abf"]), (r"(?i)a(?-i:é)", ["Aé", "AÉ"]), (r"(?i:a)b", ["Ab", "AB"]),

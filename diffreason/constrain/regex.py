@@ -245,6 +245,9 @@ def from_python(regex) -> str:
             continue
         if in_class:
             in_class = char != "]"
+        elif regex.startswith("(?#", i):  # a comment, which re ignores (the parser took it for a group)
+            i = regex.index(")", i) + 1
+            continue
         elif char == "[":
             in_class, class_start = True, len(out)
             start = regex[i + 1:i + 2] == "^"
