@@ -504,6 +504,13 @@ class NegationMixin:
                         continue
                     except SchemaError:
                         return None
+                    if key == "oneOf" and self.accepted_types(resolved) is None and not resolved.keys() & {
+                            "anyOf", "oneOf"}:
+                        # (a oneOf branch whose type is only inferred — `{"required": [...]}` as an object — is
+                        # written as other types too once another branch's `not` is folded into it: a number under
+                        # `{"oneOf": [{"anyOf": [{"type": "array"}]}, {"required": ["b"]}]}`, where this said
+                        # arrays and objects only, and a oneOf around it let that number match two branches)
+                        return None
                     sub_types = self.emitted_types(resolved, seen)
                     if sub_types is None:
                         return None
