@@ -2158,6 +2158,20 @@ def test_generated_member_names_follow_property_names_and_patterns(schema):
 
 
 @pytest.mark.parametrize("schema", [
+    {"type": "object", "required": ["b"], "dependentRequired": {"b": ["c"]}, "dependentSchemas": {"b": {}}},
+    {"type": "object", "properties": {"b": {}, "e": {}}, "minProperties": 2, "dependentRequired": {"b": ["c"]},
+     "dependentSchemas": {"b": {"required": ["d"]}}},
+    {"$schema": "http://json-schema.org/draft-07/schema#", "allOf": [
+        {"type": "object", "dependencies": {"a": ["b"]}}, {"dependencies": {"a": {"required": ["c"]}}}],
+     "properties": {"a": {}, "z": {}}, "minProperties": 2},
+])
+def test_a_name_with_both_dependent_required_and_dependent_schemas_brings_both(schema):
+    """(The dependentSchemas entry replaced the dependentRequired one of the same name: `{"b": ...}` without the `c`
+    it requires: QA, 2026-12-07.)"""
+    assert_fillings(schema, lambda v: True, seeds=12)
+
+
+@pytest.mark.parametrize("schema", [
     {"oneOf": [{"type": "number"}, {"oneOf": [{"anyOf": [{"type": "array"}]}, {"required": ["b"]}]}]},
     {"oneOf": [{"type": "number", "not": {"maximum": -13}}, {"oneOf": [{"anyOf": [{"type": "array"}]},
                                                                        {"allOf": [{"maxLength": 3}], "required": ["b"]}]}]},
@@ -2167,6 +2181,16 @@ def test_a_oneof_branch_of_inferred_type_is_not_taken_for_that_type_alone(schema
     the other branch's `not` is folded into it; the outer oneOf took it for objects only and wrote numbers that
     match both of its branches.)"""
     assert_fillings(schema, lambda v: True, seeds=24)
+
+
+def test_a_lone_empty_pattern_beside_additional_properties_is_refused():
+    """(jsonschema counts every name as additional under a lone "" pattern, so each generated member failed the
+    output check; "^" is the same pattern to it: QA, 2026-12-07.)"""
+    schema = {"type": "object", "minProperties": 1, "patternProperties": {"": {"type": "integer"}},
+              "additionalProperties": False}
+    with pytest.raises(SchemaError, match="the empty pattern alone beside additionalProperties"):
+        compile_schema(schema, TOK)
+    assert_fillings({**schema, "patternProperties": {"^": {"type": "integer"}}}, lambda v: len(v) >= 1)
 
 
 def test_an_alternation_of_single_characters_is_written_as_they_are():

@@ -214,10 +214,11 @@ class ContainersMixin:
             raise NoValue(f"the schema false accepts no value at {path}/properties/{name} (required property {name!r})")
         props = {k: v for k, v in props.items() if k not in forbidden}
         # dependencies: a required member brings its dependents along; an optional one that has any is not written
-        deps = {}
+        deps: dict[str, list] = {}  # name → every (keyword, dependency) (dependentRequired beside dependentSchemas)
         for keyword in ("dependencies", "dependentRequired", "dependentSchemas"):
             if isinstance(schema.get(keyword), dict):
-                deps.update({name: (keyword, dep) for name, dep in schema[keyword].items()})
+                for name, dep in schema[keyword].items():
+                    deps.setdefault(name, []).append((keyword, dep))
         required = list(dict.fromkeys(required))
         # Objects we write hold a member at least (see object_regex); beyond that, minProperties is met by always
         # writing the first optional members.
@@ -238,19 +239,19 @@ class ContainersMixin:
                 required += added
                 self.fix(f"{path or '#'}: always writes {', '.join(map(repr, added))} (minProperties)")
         for name in required:  # grows while we walk it: the closure
-            keyword, dep = deps.get(name, (None, True))
-            if isinstance(dep, dict) and not (dep.keys() & VALIDATION_KEYWORDS - {"required"}):
-                dep = dep.get("required", [])
-            if not isinstance(dep, list) and dep is not True:
-                self.fail(f"{path}/{keyword}/{name}", f"unsupported keyword {keyword!r} (a schema that required "
-                                                      f"member {name!r} brings)")
-            required += [d for d in (dep if isinstance(dep, list) else []) if d not in required]
+            for keyword, dep in deps.get(name, ()):
+                if isinstance(dep, dict) and not (dep.keys() & VALIDATION_KEYWORDS - {"required"}):
+                    dep = dep.get("required", [])
+                if not isinstance(dep, list) and dep is not True:
+                    self.fail(f"{path}/{keyword}/{name}", f"unsupported keyword {keyword!r} (a schema that required "
+                                                          f"member {name!r} brings)")
+                required += [d for d in (dep if isinstance(dep, list) else []) if d not in required]
         if forbidden & set(required):  # (a member left out that a required one brings along)
             name = sorted(forbidden & set(required))[0]
             raise NoValue(f"the schema false accepts no value at {path}/properties/{name} (property {name!r}, "
                           "required by a dependency)")
         for name in deps:
-            if name not in required and deps[name][1] not in (True, [], {}):
+            if name not in required and any(dep not in (True, [], {}) for _, dep in deps[name]):
                 props.pop(name, None)
         for key in [k for k in required if k not in props]:
             patterns = [p for p in schema.get("patternProperties", {}) if re.search(p, key)]

@@ -595,3 +595,8 @@ class ValuesMixin:
                 except re.error as exc:  # (the message said the pattern only, not what is wrong with it)
                     self.fail(f"{path}/patternProperties", f"pattern {pattern!r} is not a regular expression Python "
                                                            f"accepts: {exc}")
+            if list(patterns) == [""] and schema.get("additionalProperties", True) is not True:
+                # (jsonschema joins the patterns with "|" to find the additional names, and an empty join is no
+                # pattern: every name written under "" fails additionalProperties there, the outputs' check)
+                self.fail(f"{path}/patternProperties", "the empty pattern alone beside additionalProperties: "
+                                                       "jsonschema reads it as no pattern; write '^' for every name")
