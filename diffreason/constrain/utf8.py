@@ -12,8 +12,8 @@ paths through a decoder shared by all states:
    `C3 [A9-BC]`);
 3. bytes 0x80-0xFF are cut into classes at every range boundary, and a decoder is built over them (each node: the
    sequences still possible after the bytes read; disjoint code points make every complete path end in one range);
-4. each state's row instantiates the decoder once per distinct (key → target) row, the last byte leading to the
-   target of the key of the character read.
+4. each state instantiates the decoder's nodes its moves reach, shared between states whose keys below a node
+   lead to the same targets; the last byte leads to the target of the key of the character read.
 
 `valid_utf8_only` then narrows the result as it narrows outlines' (here every path is valid UTF-8 already).
 """
@@ -114,37 +114,40 @@ def byte_level_fsm(fsm):
                 child = (depth + 1, fits)
                 row[base + c] = ("node", child)
                 todo.append(child)
-    keys = sorted({key for _, key in sequences}, key=str)
+    # the keys each node's characters are read as (its leaves below): a state descends only where one of them moves
+    below: dict[tuple, frozenset] = {}
+    for node in sorted(decoder, key=lambda node: -node[0]):  # (deepest first: a child's set is there before)
+        below[node] = frozenset().union(*(
+            {what} if kind == "key" else below[what] for kind, what in decoder[node].values()))
     n = len(fsm.states)
-    moves = {s: {k: t for k, t in fsm.map.get(s, {}).items()} for s in range(n)}
-    copies: dict[tuple, int] = {}  # (row of targets, decoder node) → its state
+    moves = {s: dict(fsm.map.get(s, {})) for s in range(n)}
+    copies: dict[tuple, int] = {}  # (decoder node, its keys' targets) → its state, shared by the states alike there
 
-    def copy(targets: tuple, node: tuple) -> int:
+    def follow(targets: dict, node: tuple) -> dict:
+        """The byte moves from `node` for a row whose non-ASCII characters of key k lead to targets[k]."""
         nonlocal n
-        state = copies.get((targets, node))
-        if state is None:
-            limits.check()
-            state = copies[(targets, node)] = n
-            n += 1
-            moves[state] = follow(targets, node)
-        return state
-
-    def follow(targets: tuple, node: tuple) -> dict:
         row = {}
         for symbol, (kind, what) in decoder[node].items():
             if kind == "key":
-                target = targets[keys.index(what)]
-                if target is not None:
-                    row[symbol] = target
-            else:
-                state = copy(targets, what)
-                if moves[state]:  # (a node whose characters all lead nowhere from here: no move)
-                    row[symbol] = state
+                if what in targets:
+                    row[symbol] = targets[what]
+                continue
+            mine = tuple(sorted(((k, t) for k, t in targets.items() if k in below[what]), key=str))
+            if not mine:  # (its characters all lead nowhere from here: no move)
+                continue
+            state = copies.get((what, mine))
+            if state is None:
+                limits.check()
+                state = copies[(what, mine)] = n
+                n += 1
+                moves[state] = follow(dict(mine), what)
+            row[symbol] = state
         return row
 
+    keys = frozenset(key for _, key in sequences)
     for s in range(len(fsm.states)):
-        targets = tuple(fsm.map.get(s, {}).get(key) for key in keys)
-        if any(t is not None for t in targets):
+        targets = {k: t for k, t in fsm.map.get(s, {}).items() if k in keys}
+        if targets:
             moves[s].update(follow(targets, start))
     return BetterFSM(alphabet=BetterAlphabet(symbols), states=range(n), initial=fsm.initial, finals=fsm.finals,
                      map=moves, __no_validation__=True)
