@@ -2173,8 +2173,8 @@ def test_a_name_with_both_dependent_required_and_dependent_schemas_brings_both(s
 
 @pytest.mark.parametrize("schema", [
     {"oneOf": [{"type": "number"}, {"oneOf": [{"anyOf": [{"type": "array"}]}, {"required": ["b"]}]}]},
-    {"oneOf": [{"type": "number", "not": {"maximum": -13}}, {"oneOf": [{"anyOf": [{"type": "array"}]},
-                                                                       {"allOf": [{"maxLength": 3}], "required": ["b"]}]}]},
+    {"oneOf": [{"type": "number", "not": {"maximum": -13}},
+               {"oneOf": [{"anyOf": [{"type": "array"}]}, {"allOf": [{"maxLength": 3}], "required": ["b"]}]}]},
 ])
 def test_a_oneof_branch_of_inferred_type_is_not_taken_for_that_type_alone(schema):
     """(Fuzz seed 61217: the inner oneOf's `required` branch, an object by inference, is written as numbers too once
