@@ -316,7 +316,8 @@ def test_an_infill_task_the_suite_cannot_run_is_a_problem_and_the_others_are_eva
     """(A hole whose language was too large to compile ended the suite with a traceback, as it ended `eval infill`
     before: QA, 2026-12-07.) The good task is evaluated; the other is said, left out of the rates, and exit code 1."""
     good = {"task_id": "Toy/0", "entry_point": "add", "prompt": "def add(a, b):\n", "suffix": "\n",
-            "canonical_solution": "    return a + b\n", "test": "def check(candidate):\n    assert candidate(2, 3) == 5\n"}
+            "canonical_solution": "    return a + b\n",
+            "test": "def check(candidate):\n    assert candidate(2, 3) == 5\n"}
     deep = {"task_id": "Toy/deep", "entry_point": "f", "prompt": "def f(x):\n", "suffix": " " * 3000 + "return y\n",
             "canonical_solution": " " * 3000 + "y = x + 1\n", "test": "def check(c):\n    assert c(1) == 2\n"}
     (tmp_path / "toy.jsonl").write_text(json.dumps(good) + "\n" + json.dumps(deep) + "\n")
