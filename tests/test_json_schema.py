@@ -2183,6 +2183,15 @@ def test_a_oneof_branch_of_inferred_type_is_not_taken_for_that_type_alone(schema
     assert_fillings(schema, lambda v: True, seeds=24)
 
 
+def test_a_refusal_names_a_member_with_control_characters_on_one_line():
+    """(Its path held the name's newline raw, breaking the one-line message: QA, 2026-12-07.)"""
+    schema = {"type": "object", "required": ["a\nb"],
+              "properties": {"a\nb": {"type": "integer", "minimum": 5, "maximum": 1}}}
+    with pytest.raises(SchemaError) as info:
+        compile_schema(schema, TOK)
+    assert str(info.value) == "empty integer range [5, 1] at /properties/a\\nb"
+
+
 def test_a_lone_empty_pattern_beside_additional_properties_is_refused():
     """(jsonschema counts every name as additional under a lone "" pattern, so each generated member failed the
     output check; "^" is the same pattern to it: QA, 2026-12-07.)"""

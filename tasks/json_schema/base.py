@@ -240,6 +240,8 @@ class CompilerState:
         return not others or any(self._validator.is_type(value, k) for k in kinds)
 
     def fail(self, path: str, message: str):
+        # (a member name's control characters, escaped: a raw newline broke the one-line message)
+        path = "".join(c if c.isprintable() else repr(c)[1:-1] for c in path)
         raise SchemaError(f"{message} at {path or '#'}")
 
     def infer_type(self, schema: dict, path: str) -> str | None:
