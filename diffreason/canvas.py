@@ -241,7 +241,14 @@ class CanvasTemplate:
         """This template with EOS kept out of every position before the last one that can hold neither `pad` nor
         EOS: an EOS there would end the output (a commit turns what follows it into pad) and drop the tokens the
         template requires after it. Itself when no position needs it; TemplateError when a position before it
-        allows EOS only (fixes it, or a set of EOS alone)."""
+        allows EOS only (fixes it, or a set of EOS alone). Made once per template (templates are never modified):
+        the requests that share a template share the result, and so its mask table in a batch."""
+        memo = self.__dict__.get("_ending")
+        if memo is None or memo[0] != (eos, pad):
+            memo = self._ending = ((eos, pad), self._without_early_eos(eos, pad))
+        return memo[1]
+
+    def _without_early_eos(self, eos: int | None, pad: int) -> "CanvasTemplate":
         if eos is None or eos == pad:
             return self
         fixed, index, masks = self.fixed, self.mask_index, self.masks
@@ -258,14 +265,21 @@ class CanvasTemplate:
         hit = ends & (torch.arange(len(self)) < last)
         if not hit.any():
             return self
-        rows = torch.cat([masks, torch.ones((1, self.vocab_size), dtype=torch.bool)])  # (the last: any token)
+        # an EOS-free copy of each allowed set used at those positions (the last kind: any token)
+        kind = torch.where(index < 0, masks.shape[0], index)
+        free = hit & (fixed < 0)
+        kinds = torch.unique(kind[free])
+        rows = torch.cat([masks, torch.ones((1, self.vocab_size), dtype=torch.bool)])[kinds]
         rows[:, eos] = False
-        alone = hit & ((fixed == eos) | ((fixed < 0) & ~rows[torch.where(index < 0, rows.shape[0] - 1, index)].any(1)))
+        row_of = torch.searchsorted(kinds, kind[free])
+        alone = hit & (fixed >= 0)  # (fixed there, and allowing EOS: fixed to it)
+        alone[free] = ~rows.any(1)[row_of]
         if alone.any():
             i = int(alone.nonzero()[0])
             raise TemplateError(f"position {i} allows only EOS ({eos}) but position {last} after it must hold a token "
                                 f"other than pad or EOS: the output would end at the EOS and lose it")
-        new_index = torch.where(hit, torch.where(index < 0, rows.shape[0] - 1, index) + masks.shape[0], index)
+        new_index = index.clone()
+        new_index[free] = masks.shape[0] + row_of
         out = CanvasTemplate.from_parts(self.vocab_size, fixed, new_index, torch.cat([masks, rows]), self.slots)
         out.source = self.source
         return out
