@@ -14,6 +14,13 @@ from __future__ import annotations
 
 import re
 
+try:  # Python >= 3.11 names it re._parser; before, sre_parse
+    from re import _constants as sre
+    from re import _parser as sre_parse
+except ImportError:  # pragma: no cover
+    import sre_constants as sre
+    import sre_parse
+
 # ("leaf", text) | ("lit", raw text) | ("seq", parts) | ("alt", parts) | ("rep", part, lo, hi or None)
 Node = tuple
 
@@ -131,15 +138,11 @@ def flatten(parts: tuple) -> list[Node]:
 _HEX_ESCAPES = {"u": 4, "U": 8}  # (\xHH, octal and the rest the parser reads itself)
 
 
-def _folded_non_ascii(regex: str) -> str | None:
-    """A character with case that `regex` matches case-insensitively and is not ASCII (None: none): `re.ASCII`
-    folds only ASCII letters, the parser every letter, so `(?i)é` would let through "É", which `re` refuses. A
-    class range that reaches past ASCII counts as one (its characters are not walked)."""
-    try:
-        from re import _parser as parser
-    except ImportError:  # (Python < 3.11)
-        import sre_parse as parser
-    from re import _constants as c
+def _folded_non_ascii(parsed) -> str | None:
+    """A character with case that a regex (`parsed`: Python's parse of it) matches case-insensitively and is not
+    ASCII (None: none): `re.ASCII` folds only ASCII letters, the parser every letter, so `(?i)é` would let through
+    "É", which `re` refuses. A class range that reaches past ASCII counts as one (its characters are not walked)."""
+    parser, c = sre_parse, sre
 
     def cased(code: int) -> bool:
         char = chr(code)
@@ -169,21 +172,19 @@ def _folded_non_ascii(regex: str) -> str | None:
                             return found
         return None
 
-    parsed = parser.parse(regex, re.ASCII)
     return walk(parsed, bool(parsed.state.flags & c.SRE_FLAG_IGNORECASE))
 
 
-def _backtracking_control(regex: str) -> str | None:
-    """The first possessive quantifier (`a*+`) or atomic group (`(?>...)`) of `regex`, which Python 3.11's re reads
-    and an automaton cannot (they change which texts match), named; None without one."""
-    from re import _constants, _parser
-
-    names = [(getattr(_constants, op, None), what) for op, what in (
+def _backtracking_control(parsed) -> str | None:
+    """The first possessive quantifier (`a*+`) or atomic group (`(?>...)`) of a regex (`parsed`: Python's parse of
+    it), which Python 3.11's re reads and an automaton cannot (they change which texts match), named; None without
+    one."""
+    names = [(getattr(sre, op, None), what) for op, what in (
         ("POSSESSIVE_REPEAT", "a possessive quantifier"), ("ATOMIC_GROUP", "an atomic group"))]
-    stack: list = [_parser.parse(regex, re.ASCII)]
+    stack: list = [parsed]
     while stack:
         node = stack.pop()
-        if isinstance(node, _parser.SubPattern):
+        if isinstance(node, sre_parse.SubPattern):
             stack.extend(node.data)
         elif isinstance(node, (list, tuple)):
             what = next((w for op, w in names if node and op is not None and node[0] is op), None)
@@ -205,10 +206,11 @@ def from_python(regex) -> str:
         raise TemplateError(f"a regex is a string, not {type(regex).__name__}")
     try:
         re.compile(regex, re.ASCII)
-        folded = _folded_non_ascii(regex)
+        parsed = sre_parse.parse(regex, re.ASCII)  # (read once: the checks below walk it)
+        folded = _folded_non_ascii(parsed)
     except (re.error, OverflowError, RecursionError, ValueError) as exc:  # (ValueError: `(?u)` beside re.ASCII)
         raise TemplateError(f"regex {regex!r} is not a valid Python regex: {exc}") from None
-    control = _backtracking_control(regex)
+    control = _backtracking_control(parsed)
     if control is not None:  # (`a*+a` was read as `a*a`: texts Python's re never matches)
         raise TemplateError(f"regex {regex!r}: {control} is not supported (the automata would read it as the plain "
                             "quantifier or group, a larger language); rewrite it without")
@@ -271,8 +273,6 @@ def from_python(regex) -> str:
         raise TemplateError(f"regex {regex!r}: ^ and \\A may only start it and $ and \\Z only end it (a slot's text is "
                             "matched whole); \\b and \\B are not supported")
     text = "".join(out)
-    from re import _parser
-
-    if not text or _parser.parse(regex, re.ASCII).getwidth()[1] == 0:  # (`()`, `a{0}`: the parser's own message)
+    if not text or parsed.getwidth()[1] == 0:  # (`()`, `a{0}`: the parser's own message)
         raise TemplateError(f"regex {regex!r} matches only the empty string: a slot's regex must match some text")
     return regex if text == regex else text  # (an `Rx` or a `Choice` keeps its structure)
