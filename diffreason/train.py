@@ -411,3 +411,24 @@ def resume_or_build(run_dir: str | Path, build: Callable[[], Any],
         if isinstance(exc, WrongModel) or not (run_dir / STATE_FILE).is_file():
             raise
         return build()
+
+
+def examples_trained(run_dir: str | Path) -> int | None:
+    """Examples a run trained on up to its last logged step (RUN/log.jsonl), each step at the batch size it ran with:
+    RUN/train_config.json's, and before a resume that changed it, RUN/train_config_history.jsonl's (written by
+    `train`). None when the run's files do not say."""
+    run = Path(run_dir)
+    try:
+        config = json.loads((run / "train_config.json").read_text())
+        last = int(json.loads((run / "log.jsonl").read_text().strip().splitlines()[-1])["step"])
+        history = run / "train_config_history.jsonl"
+        segments = [json.loads(line) for line in history.read_text().splitlines() if line.strip()] \
+            if history.is_file() else []
+        examples, start = 0, 0
+        for segment in sorted(segments, key=lambda x: int(x["until_step"])):
+            until = min(int(segment["until_step"]), last)
+            examples += max(0, until - start) * int(segment["config"]["batch_size"])
+            start = max(start, until)
+        return examples + max(0, last - start) * int(config["batch_size"])
+    except (OSError, ValueError, KeyError, IndexError, TypeError):
+        return None

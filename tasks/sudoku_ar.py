@@ -122,21 +122,9 @@ def training_examples(model_dir: Path | None) -> int | None:
     """Examples a baseline trained on, from its run's log (RUN/log.jsonl beside RUN/model); None when unknown."""
     if model_dir is None:
         return None
-    run = Path(model_dir).parent
-    try:
-        config = json.loads((run / "train_config.json").read_text())
-        last = int(json.loads((run / "log.jsonl").read_text().strip().splitlines()[-1])["step"])
-        history = run / "train_config_history.jsonl"  # (the settings before each resume that changed them)
-        segments = [json.loads(line) for line in history.read_text().splitlines() if line.strip()] \
-            if history.is_file() else []
-        examples, start = 0, 0
-        for segment in sorted(segments, key=lambda x: int(x["until_step"])):  # (a batch size changed on a resume)
-            until = min(int(segment["until_step"]), last)
-            examples += max(0, until - start) * int(segment["config"]["batch_size"])
-            start = max(start, until)
-        return examples + max(0, last - start) * int(config["batch_size"])
-    except (OSError, ValueError, KeyError, IndexError, TypeError):
-        return None
+    from diffreason.train import examples_trained
+
+    return examples_trained(Path(model_dir).parent)
 
 
 # ---- data -------------------------------------------------------------------------------------------------------
