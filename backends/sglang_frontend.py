@@ -59,8 +59,7 @@ from diffreason.engine import Engine, GenerationResult
 from diffreason.errors import ConfigError
 from diffreason.model import EMBEDDED_JSON, load_model
 from diffreason.sampler import SamplerConfig
-from diffreason.serve import cut_answer, stopped_answer
-from diffreason.serve import REFUSED
+from diffreason.serve import REFUSED, cut_answer, stopped_answer
 from diffreason.structured import constraint_template
 
 DTYPE_REGEX = {"int": REGEX_INT, "float": REGEX_FLOAT, "bool": REGEX_BOOL, "str": REGEX_STR}
