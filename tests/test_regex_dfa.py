@@ -171,6 +171,26 @@ def test_a_users_regex_that_python_or_a_slot_cannot_take_is_refused(regex, messa
     assert message in str(info.value)
 
 
+@pytest.mark.parametrize("regex, alphabet", [
+    ("a{}", "a{}"), ("a{", "a{"), ("x{2,", "x{2,"), ("a{1,2}{", "a{"), ("{x}", "{x}"), ("a{,}", "a"), ("[{]{2}", "{"),
+    ("(?m)a$", "a\n"), ("(?mi)a", "aA"), ("(?im:a)b", "aAbB"), ("(?m:a)b", "ab"), ("(?a)\\w", "a_"),
+    ("(?i)(?s)^a.", "aA\n"), ("(?i)^a$", "aA"), (r"\N{LATIN SMALL LETTER E WITH ACUTE}+", "eé"),
+    (r"[\N{DIGIT ONE}-\N{DIGIT THREE}]", "0124"), (r"\N{LEFT CURLY BRACKET}a", "{a"),
+])
+def test_literal_braces_named_characters_and_inline_flags_read_as_python_reads_them(regex, alphabet):
+    """QA, 2026-12-07: `a{}` (Python: the text "a{}") was read as `a*`; `a{` and `\\N{...}` were refused as
+    unparsable; `(?m)` was refused and `(?i)(?s)` kept only the last flag ("Aa" was refused)."""
+    fsm = CHARS.char_fsm(from_python(regex))
+    for text in _strings(4, alphabet):
+        assert bool(fsm.accepts(text)) == bool(re.fullmatch(regex, text, re.ASCII)), (regex, text)
+
+
+def test_the_verbose_flag_is_refused_with_the_reason():
+    for regex in ("(?x) a b", "(?x:a b)"):
+        with pytest.raises(TemplateError, match=re.escape("the verbose flag (?x) is not supported")):
+            from_python(regex)
+
+
 def test_a_comment_in_a_regex_is_ignored_as_re_ignores_it():
     """(`(?#c)ab` was refused with "'NoneType' object has no attribute 'simplify'": QA, 2026-12-07.)"""
     assert from_python("(?#a note)ab(?#another)c") == "abc"

@@ -13,6 +13,7 @@ automaton from its leaves' automata (`diffreason.constrain.compose`) instead of 
 from __future__ import annotations
 
 import re
+import unicodedata
 
 try:  # Python >= 3.11 names it re._parser; before, sre_parse
     from re import _constants as sre
@@ -136,6 +137,8 @@ def flatten(parts: tuple) -> list[Node]:
 
 
 _HEX_ESCAPES = {"u": 4, "U": 8}  # (\xHH, octal and the rest the parser reads itself)
+_QUANTIFIER = re.compile(r"\{(?:\d+(?:,\d*)?|,\d*)\}")  # a "{" Python reads as a repeat; any other is a literal
+_INLINE_FLAGS = re.compile(r"\(\?([aiLmsux]*)(?:-([imsx]*))?([:)])")
 
 
 def _folded_non_ascii(parsed) -> str | None:
@@ -198,8 +201,10 @@ def from_python(regex) -> str:
     """A user's regex, read as Python's `re` reads it with `re.ASCII` (`\\d`, `\\w`, `\\s` are ASCII classes, as the
     parser has them) and matched whole, as `re.fullmatch` does → the pipeline's regex text. Refused (TemplateError),
     with the reason: what is no str, what Python rejects (`a{3,1}`), the empty regex (a slot holds some text). Written
-    for the parser: `\\uXXXX` / `\\UXXXXXXXX` escapes become their characters, and a `^` / `\\A` at the start and a
-    `$` / `\\Z` at the end are dropped (matching the whole slot, they say nothing)."""
+    for the parser: `\\uXXXX` / `\\UXXXXXXXX` / `\\N{name}` escapes become their characters, a `{` that
+    Python reads as a literal (`a{`, `a{}`, `{x}`) is escaped, the flags `m` and `a` are dropped (the regex is read with
+    re.ASCII, and `^` / `$` only start and end it), and a `^` / `\\A` at the start and a `$` / `\\Z` at the end are
+    dropped (matching the whole slot, they say nothing). The verbose flag `x` is refused."""
     from diffreason.errors import TemplateError
 
     if not isinstance(regex, str):
@@ -217,7 +222,7 @@ def from_python(regex) -> str:
     if folded is not None:
         raise TemplateError(f"regex {regex!r}: case-insensitive matching of {folded!r} is not supported (re.ASCII "
                             "folds only ASCII letters; the parser would fold it too); spell out the cases you want")
-    out, anchors, i, in_class, class_start = [], [], 0, False, 0
+    out, anchors, i, in_class, class_start, lead = [], [], 0, False, 0, ""
 
     def push(char: str) -> None:
         """Append a character; in a class, a range over the surrogates (which no UTF-8 text holds) is split around
@@ -235,8 +240,12 @@ def from_python(regex) -> str:
         char = regex[i]
         if char == "\\" and i + 1 < len(regex):
             width = _HEX_ESCAPES.get(regex[i + 1])
-            if width is not None:  # (re.compile checked the digits)
+            if regex[i + 1] == "N":  # \N{name} (re.compile checked the name)
+                width = regex.index("}", i) - i - 1
+                char = unicodedata.lookup(regex[i + 3:i + 1 + width])
+            elif width is not None:  # (re.compile checked the digits)
                 char = chr(int(regex[i + 2:i + 2 + width], 16))
+            if width is not None:
                 push(f"\\x{ord(char):02x}" if ord(char) < 0x80 and not char.isalnum() else char)
                 i += 2 + width
                 continue
@@ -249,6 +258,23 @@ def from_python(regex) -> str:
             in_class = char != "]"
         elif regex.startswith("(?#", i):  # a comment, which re ignores (the parser took it for a group)
             i = regex.index(")", i) + 1
+            continue
+        elif char == "(" and (flags := _INLINE_FLAGS.match(regex, i)):
+            on, off, end = flags.group(1), flags.group(2) or "", flags.group(3)
+            if "x" in on + off:
+                raise TemplateError(f"regex {regex!r}: the verbose flag (?x) is not supported; write the regex "
+                                    "without it (no spaces or comments to ignore)")
+            on, off = on.replace("m", "").replace("a", ""), off.replace("m", "")
+            if end == ")":  # global flags (only at the start): one group, written before the rest below
+                lead += "".join(flag for flag in on if flag not in lead)
+            else:
+                out.append(f"(?{on}{'-' + off if off else ''}:")
+            i = flags.end()
+            continue
+        elif char == "{":
+            quantifier = _QUANTIFIER.match(regex, i)
+            out.append(quantifier.group() if quantifier else "\\{")
+            i = quantifier.end() if quantifier else i + 1
             continue
         elif char == "[":
             in_class, class_start = True, len(out)
@@ -272,7 +298,7 @@ def from_python(regex) -> str:
     if anchors:
         raise TemplateError(f"regex {regex!r}: ^ and \\A may only start it and $ and \\Z only end it (a slot's text is "
                             "matched whole); \\b and \\B are not supported")
-    text = "".join(out)
-    if not text or parsed.getwidth()[1] == 0:  # (`()`, `a{0}`: the parser's own message)
+    text = (f"(?{lead})" if lead else "") + "".join(out)
+    if not "".join(out) or parsed.getwidth()[1] == 0:  # (`()`, `a{0}`: the parser's own message)
         raise TemplateError(f"regex {regex!r} matches only the empty string: a slot's regex must match some text")
     return regex if text == regex else text  # (an `Rx` or a `Choice` keeps its structure)
