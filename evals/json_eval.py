@@ -382,8 +382,8 @@ def write_report(report: dict, out_dir: str | Path, command: str) -> list[Path]:
     lines += ["", "A fixed choice: a value too complex for one slot (an optional member holding objects, an array of "
                   "objects, anyOf over objects, a type list, a non-empty map) gets a scaffold that always writes the "
                   "member, a fixed number of items, one branch, one type or one member; an anyOf branch or if / then "
-                  "/ else case this compiler cannot write, and optional members beyond maxProperties, are never "
-                  "written. Outputs still always validate.",
+                  "/ else case this compiler cannot write, an optional member whose value it cannot write and "
+                  "optional members beyond maxProperties are never written. Outputs still always validate.",
               "", "Most frequent reasons a schema is not compiled:", ""]
     lines += [f"- {count} × {reason}" for reason, count in report["unsupported_top"]]
     (out_dir / "json.md").write_text("\n".join(lines) + "\n")

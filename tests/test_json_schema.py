@@ -640,6 +640,32 @@ def test_an_any_of_branch_that_cannot_be_written_is_left_out():
         compile_schema({"anyOf": [unsupported, {**unsupported, "minItems": 1}]}, TOK)
 
 
+def test_an_optional_member_that_cannot_be_written_is_left_out():
+    """QA, 2026-12-07: one optional member with a keyword this compiler cannot write (a back-reference, bounds no
+    string meets) refused the whole schema. It is left out (listed in fixed), in a slot's regex and in a scaffold;
+    a required one still refuses the schema."""
+    backref = {"type": "string", "pattern": "(a)\\1"}
+    unsupported = "unsupported keyword 'pattern' (back-references are not supported)"
+    pairs = {"type": "array", "minItems": 2, "items": {"type": "object", "required": ["x", "y"], "properties": {
+        "x": {"type": "integer"}, "y": {"type": "integer"}}}}  # (a value that needs a scaffold of its own)
+    for schema, reason in [
+        ({"type": "object", "properties": {"a": backref, "b": {"type": "integer"}}}, unsupported),
+        ({"type": "object", "properties": {"b": {"type": "boolean"},
+                                           "a": {"type": "string", "minLength": 3, "maxLength": 1}}},
+         "minLength 3 > maxLength 1"),
+        ({"type": "object", "required": ["b"], "properties": {"b": pairs, "a": backref}}, unsupported),
+    ]:
+        compiled = compile_schema(schema, TOK)
+        assert [c for c in compiled.fixed if "/properties/a" in c] == [
+            f"/properties/a: optional member never written ({reason})"]
+        for seed in range(6):
+            value = fill_and_parse(compiled, seed)
+            assert "a" not in value and "b" in value
+            validate(value, schema)
+    with pytest.raises(SchemaError, match="back-references are not supported"):
+        compile_schema({"type": "object", "required": ["a"], "properties": {"a": backref}}, TOK)
+
+
 def test_any_of_respects_sibling_keywords():
     schema = {"type": "object", "required": ["v"], "properties": {
         "v": {"maxLength": 2, "anyOf": [{"type": "string"}, {"type": "string", "enum": ["x", "yy"]}]}}}

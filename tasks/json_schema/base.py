@@ -188,6 +188,11 @@ class CompilerState:
         if choice not in self.fixed:
             self.fixed.append(choice)
 
+    def leave_out(self, where: str, exc: SchemaError) -> None:
+        """An optional member whose value this compiler cannot write (`exc`: an unsupported keyword, bounds no value
+        meets): the object never holds it, which every object without it satisfies; recorded as a fixed choice."""
+        self.fix(f"{where}: optional member never written ({str(exc).split(' at ')[0]})")
+
     def valid(self, value: Any, node: dict) -> bool:
         """Does `value` validate against `node` (a part of the root schema; its $refs resolve against the root)?"""
         return self.checker(node)(value)

@@ -20,7 +20,7 @@ from diffreason.constrain.chardfa import AutomatonTooLarge, Complement, shortest
 from diffreason.constrain.regex import Choice, group, lit, optional, repeat, seq
 from diffreason.errors import SchemaError
 from diffreason.tasks.json_schema.base import (
-    DepthLimit, NoValue, canonical, finite_values, json_literal, json_text,
+    DepthLimit, NoValue, TooComplex, canonical, finite_values, json_literal, json_text,
 )
 from diffreason.tasks.json_schema.keywords import ANY_VALUE, VALIDATION_KEYWORDS
 from diffreason.tasks.json_schema.patterns import STRING_CHAR, PatternError, encoded_literal, searched_json_regex
@@ -296,6 +296,13 @@ class ContainersMixin:
             except (DepthLimit, NoValue):  # a member that cannot be written (depth limit, no value)
                 if key in required:
                     raise
+                continue
+            except TooComplex:
+                raise  # (`template` gives such a value a scaffold)
+            except SchemaError as exc:  # an optional value this compiler cannot write: left out
+                if key in required:
+                    raise
+                self.leave_out(f"{path}/properties/{key}", exc)
                 continue
             members.append((key in required, json_text(key) + ":", group(r), n + len(key) + 4))
         if not members:

@@ -241,10 +241,10 @@ class LayoutMixin:
             for key in props:
                 try:
                     self.value_regex(props[key], f"{path}/properties/{key}", seen)
-                except (DepthLimit, NoValue):  # a member that cannot be written (depth limit, no value)
-                    continue
                 except TooComplex:  # written with a scaffold of its own
                     pass
+                except SchemaError:  # a member that cannot be written (depth limit, no value, unsupported)
+                    continue
                 required = [key]
                 break
             else:
@@ -270,6 +270,9 @@ class LayoutMixin:
             return []
         except TooComplex:
             r, n = None, 0
+        except SchemaError as exc:  # a value this compiler cannot write
+            self.leave_out(where, exc)
+            return []
         limit = self.regex_limit(schema, seen)
         if r is not None and self.regex_size(member := optional(seq(lit("," + json_text(key) + ":"),
                                                                     group(r)))) <= limit:
@@ -284,6 +287,9 @@ class LayoutMixin:
         try:
             value = self.template(schema, where, seen)
         except (DepthLimit, NoValue):
+            return []
+        except SchemaError as exc:
+            self.leave_out(where, exc)
             return []
         finally:
             self.forced -= 1
