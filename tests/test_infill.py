@@ -232,6 +232,33 @@ def test_language_of_inline_holes_and_open_brackets():
         assert not in_string.fullmatch(bad), repr(bad)
 
 
+def test_a_hole_never_turns_the_code_around_it_into_comment_or_string_text():
+    """QA, 2026-12-07: verified mode returned `x = [1, 2]  # + [3]` (the hole held "  #": the code after it became a
+    comment, and the file still parsed); a triple quote (`""` then `"a"` to the template) ran on into a later line's
+    `# ...`, its code in between a string, and the file compiled; in a string, its quote or a last backslash ended
+    it elsewhere. The template says what it can; the check (`filled_parses`) sees the rest."""
+    from diffreason.tasks.infill.search import filled_parses, parses
+
+    triple = '"' * 3
+    after = _regex("x = [1, 2]", " + [3]\n")
+    assert after.fullmatch(" * 2") and not after.fullmatch("  #") and not after.fullmatch(" # c")
+    for suffix in ("\n", "  # a note\n"):  # (nothing but a comment after it: a comment may end the hole)
+        assert _regex("x = [1, 2]", suffix).fullmatch("  # c")
+    for quote in ('"', "'", triple):
+        in_string = _regex(f"s = {quote}", f"{quote}\n")
+        assert in_string.fullmatch("a\\" + quote[0] + "b") and in_string.fullmatch("x\\\\")
+        assert not in_string.fullmatch(f"a{quote[0]} #") and not in_string.fullmatch("ab\\")
+    for source, fill, reads in [
+        (f"x = <|hole|>\ny = 2  # {triple}\n", f'{triple}a"', False),  # (it compiles: one string to the end)
+        (f's = ""<|hole|>\nt = 1  # {triple}\n', '"a"', False),
+        ("x = [1, 2]<|hole|> + [3]\n", "  #", False),
+        ("x = <|hole|>\ny = 2\n", '"a" + "b"', True), ('s = "<|hole|>"\n', "a b", True),
+        ("x = 1\n<|hole|>\n", f"y = {triple}doc{triple}  # c\n", True),
+    ]:
+        code = parse_code(source)
+        assert parses(code.fill([fill])) and filled_parses(code, [fill]) == reads, (source, fill)
+
+
 def test_an_inline_hole_that_starts_its_line_starts_with_code():
     """(With only the line's indentation before it, a fill could begin with blanks: an "unexpected indent".)"""
     for prefix in ("def f(a):\n    ", "class A:\n    x = 1\n    "):
@@ -499,6 +526,8 @@ def test_verified_mode_returns_no_code_when_no_sample_parses(code_lm):
     ("x = 1\n<|hole|>\n", r"return x\n"),  # (return outside a function)
     ("def f(a, <|hole|>):\n    pass\n", "a"),  # (a duplicate argument)
     ("def f():\n    <|hole|>\n", r"    break\n"),  # (break outside a loop)
+    ("# -*- coding: ascii -*-\ns = '<|hole|>'\n", "é"),  # (QA, 2026-12-07: the file declares ASCII)
+    ('x = <|hole|>\ny = 2  # ' + '"' * 3 + "\n", '"' * 3 + 'a"'),  # (compiles, all a string: QA, 2026-12-07)
 ])
 def test_verified_mode_returns_only_code_that_compiles(code_lm, code, fill):
     """(A parse alone took these: verified mode returned them with parses=True.)"""

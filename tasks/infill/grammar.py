@@ -20,9 +20,12 @@ The template says what a regular language can say about a hole in its surroundin
 - **tokens of code**: outside strings and comments only printable ASCII (no tab in a file indented with spaces);
   strings are one-line '...' or "..." with escapes (a triple-quoted string within a line reads as adjacent ones; one
   that spans lines cannot be in a hole — it would make the automaton ambiguous and large), holding any character but
-  control characters; a comment runs to the end of its line.
+  control characters; a comment runs to the end of its line, and an inline hole with code after it on its line holds
+  none (the code would become comment text). That `""` then `"a"` is a triple quote to Python, which the template
+  cannot see without a much larger automaton, the check sees (`tasks.infill.search.reads_as_written`).
 - **not blank**: a hole holds at least one character other than spaces, tabs and newlines.
-- a hole inside a string (the code before it ends inside one) only gets the line rule.
+- a hole inside a string (the code before it ends inside one) only gets the line rule, and holds neither the
+  string's quote character nor a backslash that escapes nothing (either would end the string elsewhere).
 - **the line's shape** (a single whole line whose next statement is known — the code after it up to the end, or up
   to a later hole when a statement comes first): it opens a block (a block keyword, code, then `:`) exactly when
   the next statement is deeper; `elif` / `else` / `except` / `finally` open one only after what they continue at
@@ -170,6 +173,9 @@ class HoleContext:
     # `finally` (the first statement after its body at its level or shallower is one, at its level); None: any level
     line_start: bool = False  # an inline hole with only the line's indentation before it (outside brackets and
     # continuations): it starts the statement, so its first character is not blank (an "unexpected indent")
+    code_after: bool = False  # an inline hole with code after it on its line: it holds no comment (which would
+    # turn that code into comment text)
+    quote: str | None = None  # in a string: the quote that opened it (the hole never holds it)
 
 
 def _unit(*texts: str) -> str | None:
@@ -247,14 +253,16 @@ def hole_context(prefix: str, suffix: str, whole_line: bool, indent: str | None 
     the one after this hole is not known."""
     before = scan(prefix)
     if before.quote is not None:
-        return HoleContext(whole_line, single_line or not whole_line, in_string=True)
+        return HoleContext(whole_line, single_line or not whole_line, in_string=True, quote=before.quote)
     after = scan(suffix)
     opened = tuple(before.stack) if not before.mismatched else ()
     closed = tuple(after.unmatched) if after.quote is None else ()
     if not whole_line:
         lines = prefix.split("\n")
         start = not opened and not lines[-1].strip(" \t") and not (len(lines) > 1 and lines[-2].endswith("\\"))
-        return HoleContext(False, True, open_before=opened, closed_after=closed, line_start=start)
+        rest = suffix.split("\n", 1)[0].strip(" \t\r\f")
+        return HoleContext(False, True, open_before=opened, closed_after=closed, line_start=start,
+                           code_after=bool(rest) and not rest.startswith("#"))
     unit = _unit(prefix, suffix, indent or "")
     if indent is not None and unit is not None and indent.strip(unit):
         unit = None  # the marker's indentation mixes characters the file does not use
@@ -486,8 +494,11 @@ def _word_not_in(words: Sequence[str]) -> str:
 
 def hole_regex(ctx: HoleContext, depth: int = 4) -> str:
     """The regex of everything the hole may hold (see the module docstring)."""
-    if ctx.in_string:  # (any character but a control one or a line break: \r would end the line too)
-        text, solid = f"[^\n{_CONTROL}{_BREAKS}]", f"[^ \t\n{_CONTROL}{_BREAKS}]"
+    if ctx.in_string:  # (any character but a control one or a line break: \r would end the line too; not the
+        # string's quote, which would end it, and a backslash only with the character it escapes)
+        q = re.escape(ctx.quote[0])
+        text = f"(?:[^{q}\\\\\n{_CONTROL}{_BREAKS}]|\\\\[^\n{_CONTROL}{_BREAKS}])"
+        solid = f"(?:[^ \t{q}\\\\\n{_CONTROL}{_BREAKS}]|\\\\[^\n{_CONTROL}{_BREAKS}])"
         if ctx.whole_line:
             line = rf"{text}*{solid}{text}*\n"
             return line if ctx.single_line else rf"(?:{text}*\n)*{line}(?:{text}*\n)*"
@@ -500,7 +511,8 @@ def hole_regex(ctx: HoleContext, depth: int = 4) -> str:
     body = "|".join(f"(?:{b.sequence(k, opened, lead)})" for k, opened in _choices(ctx))
     # the last line may end with a comment, or be one
     blank = r"[ \t]*" if lead else ""
-    body = f"(?:(?:{body})(?:{_COMMENT})?|{blank}{_COMMENT})"
+    if not ctx.code_after:
+        body = f"(?:(?:{body})(?:{_COMMENT})?|{blank}{_COMMENT})"
     if not ctx.whole_line:
         return body
     first = "" if ctx.open_before else _first_indent(ctx)

@@ -29,7 +29,8 @@ model would replace scores low. Each sample keeps its best-scoring length; sampl
 over the holes.
 
 **Modes**: `model` returns the top-ranked sample. `verified` goes down the ranking and returns the first sample whose
-filled code parses (compiles: `compile`, in-process, runs nothing) and passes the tests (run in the sandbox,
+filled code parses (compiles: `compile`, in-process, runs nothing, and reads as the template read it: no string or
+comment runs from a hole into the code around it, `reads_as_written`) and passes the tests (run in the sandbox,
 `diffreason.sandbox.run_python`, never in this process); there, at the last hole, a sample prefers its best length
 whose code parses. When none passes, the best-scoring sample that parses is returned with `passed=False`; when no
 sample parses, verified mode returns no code at all (`code` None, no holes filled, `candidate` None) — what it returns
@@ -46,7 +47,7 @@ import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 
-from diffreason.tasks.infill.grammar import HoleLanguage, hole_context, hole_language
+from diffreason.tasks.infill.grammar import HoleLanguage, hole_context, hole_language, scan
 from diffreason.tasks.infill.holes import InfillCode, InfillInputError, check_tests
 from diffreason.tasks.infill.layout import hole_text, infill_layout
 from diffreason.tasks.infill.testrun import DEFAULT_MODULE, check_test_functions, failure_line, module_name, run_tests
@@ -136,14 +137,53 @@ class InfillResult:
 
 def parses(code: str) -> bool:
     """Does `code` compile as Python (`compile`: nothing is run)? A parse alone (`ast.parse`) takes code the compiler
-    refuses: `return` outside a function, `break` outside a loop, a duplicate argument, a misplaced `nonlocal`."""
+    refuses: `return` outside a function, `break` outside a loop, a duplicate argument, a misplaced `nonlocal`.
+    Compiled as the UTF-8 bytes a file of it holds, so that a coding declaration counts (`# coding: ascii` and an
+    "é" in a hole: Python refuses the file, as here)."""
     with warnings.catch_warnings():  # (a SyntaxWarning, "invalid escape sequence", is printed, not raised)
         warnings.simplefilter("ignore")
         try:
-            compile(code, "<infill>", "exec", dont_inherit=True)
-        except (SyntaxError, ValueError, MemoryError, RecursionError, OverflowError):
+            compile(code.encode("utf-8"), "<infill>", "exec", dont_inherit=True)
+        except (SyntaxError, ValueError, MemoryError, RecursionError, OverflowError, UnicodeError):
             return False
     return True
+
+
+def reads_as_written(code: InfillCode, texts: Sequence[str]) -> bool:
+    """Does `code` with its holes filled with `texts` read as the hole's template read it: does every string and
+    comment Python's tokenizer finds that overlaps a hole lie within it (or hold it, for a hole the code before it
+    leaves inside a string)? The template
+    cannot see all of it: `""` before a hole that starts with `"` is a triple quote to Python, which runs on (QA,
+    2026-12-07: into a later line's `# \"\"\"`, and the file still compiled, its code in between a string)."""
+    import io
+    import tokenize
+
+    spans, parts, at = [], [], 0  # (start, end, in a string) of each hole's text
+    for i, segment in enumerate(code.segments):
+        parts.append(segment)
+        at += len(segment)
+        if i < len(texts):
+            spans.append((at, at + len(texts[i]), scan("".join(parts)).quote is not None))
+            parts.append(texts[i])
+            at += len(texts[i])
+    text = "".join(parts)
+    starts = [0] + [i + 1 for i, c in enumerate(text) if c == "\n"]
+    try:
+        tokens = list(tokenize.generate_tokens(io.StringIO(text).readline))
+    except (tokenize.TokenError, SyntaxError):
+        return False
+    for token in tokens:
+        if token.type in (tokenize.STRING, tokenize.COMMENT):
+            a, b = starts[token.start[0] - 1] + token.start[1], starts[token.end[0] - 1] + token.end[1]
+            if any(a < hi and lo < b and not ((a < lo and hi < b) if string else (lo <= a and b <= hi))
+                   for lo, hi, string in spans):
+                return False
+    return True
+
+
+def filled_parses(code: InfillCode, texts: Sequence[str]) -> bool:
+    """`code` with its holes filled with `texts` compiles (`parses`) and reads as written (`reads_as_written`)."""
+    return parses(code.fill(texts)) and reads_as_written(code, texts)
 
 
 def slot_lengths(max_hole_tokens: int, canvas_length: int, trained: Sequence[int] = (16, 32, 48, 64)) -> list[int]:
@@ -333,7 +373,7 @@ class Searcher:
             text = hole_text(res.raw_tokens[:L], lm.tokenizer)
             cand = Candidate(i, j, seeds[j], L, text, n, list(res.steps), round(score, 5))
             if last:
-                cand.parses = parses(code.fill([*fills[j], text]))
+                cand.parses = filled_parses(code, [*fills[j], text])
             by_sample[j].append(cand)
             cuts[(j, L)] = (layout.prefix_cut, layout.suffix_cut)
         return HoleSearch(i, usable, by_sample, cuts, time.perf_counter() - t0)
@@ -403,7 +443,7 @@ def run_infill(
             chosen[j].append(best)
             fills[j].append(best.text)
     ranking = [Sample(j, seeds[j], list(fills[j]), [c.length for c in chosen[j]],
-                      round(sum(c.score for c in chosen[j]) / n_holes, 5), parses(code.fill(fills[j])))
+                      round(sum(c.score for c in chosen[j]) / n_holes, 5), filled_parses(code, fills[j]))
                for j in range(K)]
     ranking.sort(key=lambda s: (-s.score, s.index))
     run = None if tests is None else functools.partial(run_tests, tests=tests, module=module, tests_name=tests_name,
