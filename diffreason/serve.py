@@ -20,7 +20,8 @@ The contract, as SGLang's server and the diffreason plugin answer it:
   (temperature, top_p, top_k: the renoise schedule governs sampling) are ignored here too. `stop` (a string or a
   list) and `stop_token_ids` end an answer as SGLang ends it: the text stops before the first stop string or stop
   token, `finish_reason` is `{"type": "stop", "matched": ...}`, and `output_ids` end with the token that completed
-  the stop string (before a stop token); a constrained output is checked against its schema whole, before the cut.
+  the stop string (before a stop token); an unconstrained answer's row leaves the batch at the canvas that holds the
+  stop; a constrained output is checked against its schema whole, before the cut.
   `n` other than 1 is refused (send the text as a list, with other seeds).
 - `GET /health`, `GET /get_model_info`.
 
@@ -34,6 +35,7 @@ refuses `sampling_seed`), so the same request gives the same tokens here every t
 
 import asyncio
 import json
+import math
 import queue
 import threading
 import time
@@ -53,6 +55,15 @@ REFUSED = {  # what upstream's Gemma4Renoise refuses, with the value that means 
     "logit_bias": None, "ebnf": None, "structural_tag": None,
 }
 REFUSED_REQUEST = ("return_logprob", "top_logprobs_num", "token_ids_logprob", "custom_logit_processor")
+# SGLang's SamplingParams (0.5.23), which refuses any other key; these mean something the engine does not do, so any
+# value but the default (given here) is refused too
+SAMPLING_PARAMS = {"max_new_tokens", "stop", "stop_token_ids", "stop_regex", "temperature", "top_p", "top_k", "min_p",
+                   "frequency_penalty", "presence_penalty", "repetition_penalty", "min_new_tokens", "n", "beam_width",
+                   "json_schema", "regex", "ebnf", "structural_tag", "ignore_eos", "skip_special_tokens",
+                   "spaces_between_special_tokens", "no_stop_trim", "stream_interval", "logit_bias", "sampling_seed",
+                   "custom_params", "watermark"}
+NOT_DONE = {"skip_special_tokens": True, "spaces_between_special_tokens": True, "no_stop_trim": False,
+            "beam_width": None, "watermark": None}
 
 
 class RequestError(DiffreasonError):
@@ -94,9 +105,19 @@ def parse_request(body: Any, tokenizer, canvas_length: int, lm=None) -> tuple[li
         texts = [texts] if single else texts
         if not isinstance(texts, list) or not texts or not all(isinstance(t, str) for t in texts):
             raise RequestError("text must be a string or a non-empty list of strings")
-    params = body.get("sampling_params") or {}
+        if any(not _unicode(t) for t in texts):
+            raise RequestError("text holds a lone surrogate (not Unicode text)")
+    params = body.get("sampling_params")
+    params = {} if params is None else params
     if not isinstance(params, dict):
         raise RequestError("sampling_params must be an object")
+    unknown = sorted(k for k in params if k not in SAMPLING_PARAMS)
+    if unknown:
+        raise RequestError(f"unknown sampling_params {', '.join(map(repr, unknown))} (SGLang refuses them too)")
+    not_done = [k for k, default in NOT_DONE.items() if params.get(k, default) not in (default, None)]
+    if not_done:
+        raise RequestError(f"{', '.join(not_done)} other than the default is not supported")
+    _check_sampling(params)
     refused = [k for k, unused in REFUSED.items() if params.get(k, unused) not in (unused, {}, [])]
     refused += [k for k in REFUSED_REQUEST if body.get(k)]
     if refused:
@@ -117,16 +138,18 @@ def parse_request(body: Any, tokenizer, canvas_length: int, lm=None) -> tuple[li
     n = params.get("n", 1)
     if n is not None and (n != 1 or isinstance(n, bool)):
         raise RequestError(f"n must be 1, got {n!r}: send the text as a list, with other sampling_seed values")
-    stop = params.get("stop") or ()
-    stop = (stop,) if isinstance(stop, str) else stop
-    if not isinstance(stop, list | tuple) or not all(isinstance(x, str) and x for x in stop):
+    stop = params.get("stop")
+    stop = () if stop is None else (stop,) if isinstance(stop, str) else stop
+    if not isinstance(stop, list | tuple) or not all(isinstance(x, str) and x and _unicode(x) for x in stop):
         raise RequestError(f"stop must be a non-empty string or a list of them, got {params.get('stop')!r}")
-    stop_ids = params.get("stop_token_ids") or ()
+    stop_ids = params.get("stop_token_ids")
+    stop_ids = () if stop_ids is None else stop_ids
     if not isinstance(stop_ids, list | tuple) or not all(
             isinstance(t, int) and not isinstance(t, bool) and 0 <= t < len(tokenizer) for t in stop_ids):
         raise RequestError(f"stop_token_ids must be a list of token ids in [0, {len(tokenizer)}), "
                            f"got {params.get('stop_token_ids')!r}")
-    custom = params.get("custom_params") or {}
+    custom = params.get("custom_params")
+    custom = {} if custom is None else custom
     if not isinstance(custom, dict):
         raise RequestError(f"custom_params must be an object, got {type(custom).__name__}")
     raw_template = custom.get(TEMPLATE_PARAM)
@@ -155,12 +178,38 @@ def parse_request(body: Any, tokenizer, canvas_length: int, lm=None) -> tuple[li
             except DiffreasonError as exc:
                 raise RequestError(str(exc)) from None
     rid = body.get("rid") if isinstance(body.get("rid"), str) else uuid.uuid4().hex
+    if not _unicode(rid):
+        raise RequestError("rid holds a lone surrogate (not Unicode text)")
     stream = bool(body.get("stream"))
     if stream and not single:
         raise RequestError("stream takes one text, not a list")
     return [Job(rid if single else f"{rid}-{i}", text, template, schema, seed, max_new,
                 queue.Queue() if stream else None, tuple(stop), tuple(stop_ids)) for i, text in enumerate(texts)], \
         not single
+
+
+def _unicode(text: str) -> bool:
+    """Is `text` Unicode text (no lone surrogate, which JSON's `\\ud800` escape can carry)?"""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _check_sampling(params: dict) -> None:
+    """The sampling parameters the renoise schedule ignores, checked as SGLang checks them (`SamplingParams.verify`):
+    a request it would refuse is refused here too."""
+    def number(key: str, default: float, ok, what: str) -> None:
+        value = params.get(key, default)
+        value = default if value is None else value
+        if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or not ok(value):
+            raise RequestError(f"{key} must be {what}, got {params.get(key)!r}")
+
+    number("temperature", 1.0, lambda t: t >= 0, "a non-negative finite number")
+    number("top_p", 1.0, lambda p: 0 < p <= 1, "in (0, 1]")
+    number("min_p", 0.0, lambda p: 0 <= p <= 1, "in [0, 1]")
+    number("top_k", -1, lambda k: k == int(k) and (k == -1 or k >= 1), "-1 (disable) or an integer of at least 1")
 
 
 def _prompt_ids(value: Any, vocab_size: int) -> list:
@@ -191,6 +240,14 @@ class Batcher:
         self.jobs.put(job)
         return job.done
 
+    def _stopped(self, job: Job, tokens: list[int]) -> bool:
+        """Do the tokens written so far hold one of the job's stop tokens or stop strings?"""
+        tokens = tokens[:job.max_new_tokens]
+        if any(t in job.stop_ids for t in tokens):
+            return True
+        tokenizer = self.engine.lm.tokenizer
+        return bool(job.stop) and cut_at_stop(tokenizer.decode(tokens, skip_special_tokens=True), job.stop)[1] is not None
+
     def _work(self) -> None:
         from diffreason.engine import GenerationRequest
 
@@ -213,11 +270,16 @@ class Batcher:
             batch = started
             self.batches.append(len(batch))
             requests = [GenerationRequest(j.prompt, j.template, j.seed, j.max_new_tokens) for j in batch]
+            written: list[list[int]] = [[] for _ in batch]
 
             def on_canvas(index: int, canvas: int, tokens: list) -> bool:
-                if batch[index].chunks is not None:
-                    batch[index].chunks.put((canvas, list(tokens)))
-                return batch[index].gone.is_set()  # (its row ends here: no one reads the rest)
+                job = batch[index]
+                if job.chunks is not None:
+                    job.chunks.put((canvas, list(tokens)))
+                written[index] += tokens
+                # (its row ends here: no one reads the rest, or a stop has come — unless a constraint's output
+                # must be checked whole)
+                return job.gone.is_set() or (job.template is None and self._stopped(job, written[index]))
 
             try:  # (a job the engine refuses gets its error; the others are answered)
                 results = self.engine.generate_batch(requests, on_canvas=on_canvas, return_errors=True)

@@ -138,6 +138,20 @@ def test_an_unconstrained_answer_ends_at_max_new_tokens(server):
     # (QA, 2026-12-07: an EOS before fixed tokens ended the answer without them)
     ({"text": "x", "sampling_params": {"custom_params": {"diffreason_template": [40, 1, 41]}}}, None,
      "position 1 allows only EOS (1) but position 2 after it must hold a token other than pad or EOS"),
+    # (QA, 2026-12-07: a lone surrogate was a 500; unknown keys, out-of-range sampling values and falsy wrong types
+    # were taken without a word)
+    ({"text": "a\ud800b"}, None, "text holds a lone surrogate"),
+    ({"text": "a", "rid": "\udc00"}, None, "rid holds a lone surrogate"),
+    ({"text": "a", "sampling_params": {"max_tokens": 5}}, None, "unknown sampling_params 'max_tokens'"),
+    ({"text": "a", "sampling_params": {"temperature": -1}}, None, "temperature must be a non-negative finite number"),
+    ({"text": "a", "sampling_params": {"temperature": "hot"}}, None, "temperature must be a non-negative finite"),
+    ({"text": "a", "sampling_params": {"top_p": 5}}, None, "top_p must be in (0, 1]"),
+    ({"text": "a", "sampling_params": {"top_k": -7}}, None, "top_k must be -1 (disable) or an integer of at least 1"),
+    ({"text": "a", "sampling_params": {"no_stop_trim": True}}, None, "no_stop_trim other than the default"),
+    ({"text": "a", "sampling_params": []}, None, "sampling_params must be an object"),
+    ({"text": "a", "sampling_params": {"stop": 0}}, None, "stop must be a non-empty string or a list of them"),
+    ({"text": "a", "sampling_params": {"stop": ""}}, None, "stop must be a non-empty string or a list of them"),
+    ({"text": "a", "sampling_params": {"stop_token_ids": 0}}, None, "stop_token_ids must be a list of token ids"),
 ])
 def test_a_bad_request_is_a_400_with_the_reason_and_the_server_lives_on(server, body, raw, message):
     status, text = post(server + "/generate", body, raw=raw)
@@ -223,6 +237,19 @@ def test_stop_strings_and_stop_tokens_end_the_answer_as_sglang_ends_it(server):
     status, text = post(server + "/generate", {"text": "v", "sampling_params": {"regex": "ab[a-c]{3}", "stop": "b"}})
     cut = json.loads(text)
     assert status == 200 and cut["text"] == "a" and cut["meta_info"]["finish_reason"]["matched"] == "b", text
+
+
+def test_an_unconstrained_answer_stops_denoising_at_the_canvas_that_holds_its_stop(server):
+    """QA, 2026-12-07: the cut was right, but the row ran on to EOS or max_new_tokens (31 canvases for one stop)."""
+    free = {"text": "Hello ", "sampling_params": {"max_new_tokens": 512, "sampling_seed": 1}}
+    status, text = post(server + "/generate", free)
+    whole = json.loads(text)
+    assert status == 200 and len(whole["meta_info"]["diffreason_steps"]) > 1, text  # (several canvases)
+    stop = whole["text"][2:4]
+    status, text = post(server + "/generate", {**free, "sampling_params": {**free["sampling_params"], "stop": stop}})
+    cut = json.loads(text)
+    assert status == 200 and cut["text"] == whole["text"][: whole["text"].index(stop)], text
+    assert cut["meta_info"]["diffreason_steps"] == whole["meta_info"]["diffreason_steps"][:1]
 
 
 @pytest.mark.parametrize("split_in", ["END", "é"])
