@@ -245,8 +245,8 @@ class Batcher:
         tokens = tokens[:job.max_new_tokens]
         if any(t in job.stop_ids for t in tokens):
             return True
-        tokenizer = self.engine.lm.tokenizer
-        return bool(job.stop) and cut_at_stop(tokenizer.decode(tokens, skip_special_tokens=True), job.stop)[1] is not None
+        text = self.engine.lm.tokenizer.decode(tokens, skip_special_tokens=True)
+        return bool(job.stop) and cut_at_stop(text, job.stop)[1] is not None
 
     def _work(self) -> None:
         from diffreason.engine import GenerationRequest
