@@ -1788,6 +1788,19 @@ def test_bad_schema_files_are_one_clear_error(tmp_path, data, message):
         load_schema_file(path)
 
 
+@pytest.mark.parametrize("schema", [
+    {"type": "string", "pattern": "\\ud83d\\ude00"}, {"type": "string", "pattern": "^\\ud83d$"},
+    {"type": "object", "patternProperties": {"^\\ud83d\\ude00$": {"type": "integer"}}, "additionalProperties": False,
+     "minProperties": 1},
+])
+def test_a_pattern_that_names_a_surrogate_is_refused(schema):
+    """QA, 2026-12-07: `\\ud83d\\ude00` was written as that escaped pair, which a JSON text decodes to one character
+    (😀) that the pattern's two surrogates never match; `\\ud83d` alone wrote a lone surrogate (a traceback on
+    printing)."""
+    with pytest.raises(SchemaError, match="names the surrogate \\\\ud83d, which no Unicode string holds"):
+        compile_schema(schema, TOK)
+
+
 @pytest.mark.parametrize("schema, fixed", [
     # items without a finite set: at most one item where one may do, else distinct values found among the item's
     ({"type": "array", "uniqueItems": True, "items": {"type": "string"}}, "at most one item"),
@@ -1924,6 +1937,11 @@ def test_anchors_dependent_schemas_empty_enums_and_anchors_that_hold_nowhere(sch
         "p": {"$ref": "#a"}}, "required": ["p"]},
     {"$schema": "http://json-schema.org/draft-07/schema#", "definitions": {"s": {"$id": "s", "definitions": {
         "t": {"$id": "#a", "const": 1}}}}, "$ref": "#a"},
+    # (QA, 2026-12-07: `$anchor` / `$dynamicAnchor` were read in drafts that do not have them)
+    {"$schema": "http://json-schema.org/draft-07/schema#", "definitions": {"x": {"$anchor": "a", "const": 1}},
+     "$ref": "#a"},
+    {"$schema": "https://json-schema.org/draft/2019-09/schema", "$defs": {"x": {"$dynamicAnchor": "a", "const": 1}},
+     "$ref": "#a"},
 ])
 def test_an_anchor_inside_another_resource_is_not_reached_from_the_root(schema):
     """`#a` names an anchor of the root's resource: one under a subschema with its own `$id` is another resource's

@@ -432,14 +432,17 @@ def _is_anchor_ref(key: str, value: Any) -> bool:
     return key == "$ref" and isinstance(value, str) and value.startswith("#") and value != "#" and value[1] != "/"
 
 
-def _anchors(root: Any, id_key: str) -> dict[str, Any]:
+def _anchors(root: Any, cls: type) -> dict[str, Any]:
     """Plain-name fragments (`#name`) → the schema that names itself so: `$anchor` (2019-09 on), an `$id` (`id` in
-    draft 4) of just a fragment (drafts 6 and 7), `$dynamicAnchor` (a plain `$ref` to it reads it as an anchor). Only
-    the root resource's: an anchor inside a subschema with its own `$id` belongs to that resource, which `#name` from
-    the root does not reach (jsonschema: NoSuchAnchor; it was compiled, and its values could not be checked)."""
+    draft 4) of just a fragment (drafts 6 and 7), `$dynamicAnchor` (2020-12: a plain `$ref` to it reads it as an
+    anchor); a draft without the keyword has no such anchor (jsonschema: NoSuchAnchor). Only the root resource's: an
+    anchor inside a subschema with its own `$id` belongs to that resource, which `#name` from the root does not reach
+    (jsonschema: NoSuchAnchor; it was compiled, and its values could not be checked)."""
     out: dict[str, Any] = {}
+    id_key = "id" if cls is _DRAFTS[0] else "$id"
+    keys = [k for k, since in (("$anchor", 3), ("$dynamicAnchor", 4)) if _DRAFTS.index(cls) >= since]
     for node in _objects(root, id_key):
-        names = [node.get("$anchor"), node.get("$dynamicAnchor")]
+        names = [node.get(k) for k in keys]
         if isinstance(node.get(id_key), str) and node[id_key].startswith("#"):
             names.append(node[id_key][1:])
         for name in names:
@@ -459,7 +462,7 @@ class _Translator:
         self.defs: dict[str, Any] = {}  # $defs of the translated document: name → translated target
         self.pending: list[str] = []
         self.targets: dict[str, Any] = {}
-        self.anchors = _anchors(root, "id" if cls is _DRAFTS[0] else "$id")
+        self.anchors = _anchors(root, cls)
 
     def run(self) -> Translation:
         schema = self.schema(self.root)

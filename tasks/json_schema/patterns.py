@@ -66,7 +66,10 @@ def _regex_literal(text: str) -> str:
 
 
 def encoded_literal(char: str) -> str:
-    """A regex matching the JSON encoding of one character."""
+    """A regex matching the JSON encoding of one character; a surrogate (a pattern's `\\ud83d`) is none: a JSON
+    text's escaped pair decodes to one character, and a lone one is no Unicode text."""
+    if 0xD800 <= ord(char) <= 0xDFFF:
+        raise PatternError(f"the pattern names the surrogate \\u{ord(char):04x}, which no Unicode string holds")
     if char in _JSON_ESCAPES:
         return _regex_literal(_JSON_ESCAPES[char])
     code = ord(char)
