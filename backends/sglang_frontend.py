@@ -18,7 +18,8 @@ What each primitive means on a canvas:
 - `gen`: the prompt is the program's text so far; `regex`, `json_schema` and `dtype` (int / float / bool / str, as
   SGLang's runtime maps them to regexes) become canvas templates through `diffreason.structured.constraint_template`,
   the same function the CLI and the server plugin use, so a constraint holds whatever the model. `max_tokens` bounds
-  the canvases; `stop` strings cut the committed text (a canvas is denoised whole, so stops apply after). `temperature`
+  the canvases; `stop` strings cut the committed text (a canvas is denoised whole, so stops apply after; an
+  unconstrained gen ends at the canvas that holds its stop). `temperature`
   scales the renoise schedule (1.0 = the checkpoint's t_max → t_min; 0 = nearly greedy).
 - `select`: the choices become one slot whose language is exactly the choices; the canvas denoises into one of them.
   `meta_info` holds the steps and each choice's score (mean log-probability of its tokens under the model's first,
@@ -38,6 +39,7 @@ the server's: engine options and `temperature` do not apply, and seeds reach SGL
 from __future__ import annotations
 
 import json
+import math
 import queue
 import re
 import threading
@@ -82,10 +84,15 @@ class DiffusionBackend(BaseBackend):
             model_path = EMBEDDED_JSON
         self.model_path = str(model_path)
         options = dict(engine_options)
-        self.seed = int(options.pop("seed", 0))
+        self.seed = options.pop("seed", 0)
+        if isinstance(self.seed, bool) or not isinstance(self.seed, int) or not 0 <= self.seed < 2**63:
+            raise ConfigError(f"seed must be an integer in [0, 2**63), got {self.seed!r}")
         self._seed_lock = threading.Lock()  # (programs of a run_batch call gens from several threads)
         template_name = options.pop("chat_template", None)
-        self.chat_template = get_chat_template(template_name or "default")
+        try:
+            self.chat_template = get_chat_template(template_name or "default")
+        except KeyError:
+            raise ConfigError(f"unknown chat_template {template_name!r} (an SGLang chat template name)") from None
         self.is_chat_model = False
         self.endpoints: Endpoints | None = None
         if self.model_path.startswith(("http://", "https://")):
@@ -145,8 +152,11 @@ class DiffusionBackend(BaseBackend):
                 raise ConfigError(f"gen option {name}={value!r} is not supported by the diffusion backend")
         if getattr(p, "stop_regex", ()):
             raise ConfigError("gen option stop_regex is not supported by the diffusion backend; use stop strings")
-        if p.temperature < 0:
-            raise ConfigError(f"temperature must not be negative, got {p.temperature}")
+        if not isinstance(p.temperature, int | float) or not math.isfinite(p.temperature) or p.temperature < 0:
+            raise ConfigError(f"temperature must be a non-negative finite number, got {p.temperature!r}")
+        stop = p.stop if isinstance(p.stop, list | tuple) else [p.stop] if p.stop is not None else []
+        if not all(isinstance(x, str) and x for x in stop):
+            raise ConfigError(f"stop must be a non-empty string or a list of them, got {p.stop!r}")
 
     @classmethod
     def _constraint(cls, sampling_params) -> tuple[str | None, Any, int]:
@@ -166,6 +176,10 @@ class DiffusionBackend(BaseBackend):
 
     def _request(self, sampling_params) -> tuple[CanvasTemplate | None, int]:
         regex, schema, max_tokens = self._constraint(sampling_params)
+        vocab = len(self.lm.tokenizer)
+        bad = [t for t in sampling_params.stop_token_ids or () if not (isinstance(t, int) and 0 <= t < vocab)]
+        if bad:
+            raise ConfigError(f"stop_token_ids: {bad[0]!r} is not a token id in [0, {vocab})")
         if regex is None and schema is None:
             return None, max_tokens
         template, _ = constraint_template(
@@ -173,13 +187,15 @@ class DiffusionBackend(BaseBackend):
         )
         return template, len(template)  # a template sets its own length
 
-    def _meta(self, result: GenerationResult, stop_hit: str | None, max_new: int, stop_ids=()) -> dict:
-        """A gen's meta_info as a server's answer gives it (`diffreason.serve.answer`, then the stop string cut
-        here): the tokens cut at `max_new` (the max_tokens sent), then before the first stop token; `finish_reason`
-        with what matched (EOS, a stop token or string) or the length."""
+    def _meta(self, result: GenerationResult, stop_hit: str | None, max_new: int, stop_ids=(), stop=()) -> dict:
+        """A gen's meta_info as a server's answer gives it (`diffreason.serve.answer`): the tokens cut at `max_new`
+        (the max_tokens sent), then before the first stop token, then after the token that completes the first stop
+        string; `finish_reason` with what matched (EOS, a stop token or string) or the length."""
         tokens, finish = cut_answer(result, max_new, self.lm.tokenizer.eos_token_id)
-        stops = SimpleNamespace(stop=(), stop_ids=tuple(stop_ids or ()))  # (the stop string is cut by the caller)
-        tokens, _, matched = stopped_answer(tokens, "", stops, self.lm.tokenizer)
+        stops = SimpleNamespace(stop=(stop,) if isinstance(stop, str) else tuple(stop or ()),
+                                stop_ids=tuple(stop_ids or ()))
+        text = self.lm.tokenizer.decode(tokens, skip_special_tokens=True)
+        tokens, _, matched = stopped_answer(tokens, text, stops, self.lm.tokenizer)
         if matched is not None:
             finish = {"type": "stop", "matched": matched}
         return {
@@ -200,28 +216,51 @@ class DiffusionBackend(BaseBackend):
             tokens = tokens[: next(i for i, t in enumerate(tokens) if t in stop_ids)]
         return self.lm.tokenizer.decode(tokens, skip_special_tokens=True)
 
+    def _stops(self, tokens: list[int], sampling_params) -> bool:
+        """Do an unconstrained gen's tokens so far hold a stop token or a stop string (then its row ends there)?"""
+        tokens = tokens[: sampling_params.max_new_tokens]
+        if set(sampling_params.stop_token_ids or ()) & set(tokens):
+            return True
+        return bool(sampling_params.stop) and self._text(tokens, None, sampling_params)[1] is not None
+
     def _text(self, tokens: list[int], template, sampling_params) -> tuple[str, str | None]:
         """Committed text: every gen ends at its first stop string, constrained or not, as SGLang ends it (the text
         before a stop may then be short of its constraint's language)."""
         return cut_at_stop(self._decoded(tokens, template, sampling_params), sampling_params.stop)
 
+    @staticmethod
+    def _text_only(s) -> None:
+        """ConfigError for a program that holds images or videos (`sgl.image`, `sgl.video`): the prompt is its text."""
+        if getattr(s, "images_", None):
+            raise ConfigError("sgl.image / sgl.video are not supported: the diffusion backend reads the program's "
+                              "text only")
+
     def generate(self, s, sampling_params):
+        self._text_only(s)
         if self.endpoints is not None:
             body = self._remote_body(s.text_, sampling_params)
             started = time.perf_counter()
             answer = self.endpoints.post(body, self._next_seed())
             return self._remote_answer(answer, sampling_params, time.perf_counter() - started)
         template, max_new = self._request(sampling_params)
+        written: list[int] = []
+
+        def on_canvas(_request, _k, tokens) -> bool:  # (an unconstrained gen ends at the canvas that holds its stop)
+            written.extend(tokens)
+            return template is None and self._stops(written, sampling_params)
+
         result = self._engine_for(sampling_params.temperature).generate(
-            s.text_, template=template, seed=self._next_seed(), max_new_tokens=max_new
+            s.text_, template=template, seed=self._next_seed(), max_new_tokens=max_new, on_canvas=on_canvas
         )
         text, hit = self._text(result.tokens, template, sampling_params)
-        return text, self._meta(result, hit, int(sampling_params.max_new_tokens), sampling_params.stop_token_ids)
+        return text, self._meta(result, hit, int(sampling_params.max_new_tokens), sampling_params.stop_token_ids,
+                                sampling_params.stop)
 
     def generate_stream(self, s, sampling_params):
         """Yields (text, meta_info) once per committed canvas; the last meta_info has the final step counts. The
         chunks join to the text `generate` returns: a canvas's tail that the next may change (a stop string begun,
         a character's first bytes) waits for it (`settled_text`)."""
+        self._text_only(s)
         if self.endpoints is not None:
             yield from self._remote_stream(s.text_, sampling_params)
             return
@@ -231,8 +270,12 @@ class DiffusionBackend(BaseBackend):
         chunks: queue.Queue = queue.Queue()
         outcome: dict = {}
 
-        def on_canvas(_request, _k, tokens):
+        written: list[int] = []
+
+        def on_canvas(_request, _k, tokens) -> bool:
             chunks.put(tokens)
+            written.extend(tokens)
+            return template is None and self._stops(written, sampling_params)
 
         def work():
             try:
@@ -261,7 +304,7 @@ class DiffusionBackend(BaseBackend):
         result = outcome["result"]
         text, hit = self._text(result.tokens, template, sampling_params)
         yield text[len(sent):] if text.startswith(sent) else "", self._meta(
-            result, hit, int(sampling_params.max_new_tokens), sampling_params.stop_token_ids)
+            result, hit, int(sampling_params.max_new_tokens), sampling_params.stop_token_ids, sampling_params.stop)
 
     # -- remote -----------------------------------------------------------------------------------------------------
 
@@ -271,6 +314,9 @@ class DiffusionBackend(BaseBackend):
         params: dict = {"max_new_tokens": max_tokens}
         if sampling_params.stop_token_ids:
             params["stop_token_ids"] = [int(t) for t in sampling_params.stop_token_ids]
+        if sampling_params.stop:  # (the server cuts the text and its tokens, and ends the row early)
+            stop = sampling_params.stop
+            params["stop"] = [stop] if isinstance(stop, str) else list(stop)
         if regex is not None:
             params["regex"] = regex
         if schema is not None:
@@ -339,6 +385,7 @@ class DiffusionBackend(BaseBackend):
     # -- select -----------------------------------------------------------------------------------------------------
 
     def select(self, s, choices, temperature, choices_method=None):
+        self._text_only(s)
         if not choices:
             raise ConfigError("select needs at least one choice")
         if self.endpoints is not None:

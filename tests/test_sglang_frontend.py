@@ -205,7 +205,12 @@ def test_a_select_whose_choice_does_not_fit_a_canvas_is_refused(backend):
     ({"n": 3}, "gen option n=3 is not supported"),
     ({"frequency_penalty": 0.5}, "gen option frequency_penalty=0.5 is not supported"),
     ({"ignore_eos": True}, "gen option ignore_eos=True is not supported"),
-    ({"temperature": -1}, "temperature must not be negative, got -1"),
+    ({"temperature": -1}, "temperature must be a non-negative finite number, got -1"),
+    # (QA, 2026-12-07: a NaN temperature failed inside torch; an empty stop string and an unknown token id passed)
+    ({"temperature": float("nan")}, "temperature must be a non-negative finite number, got nan"),
+    ({"stop": ""}, "stop must be a non-empty string or a list of them"),
+    ({"stop": ["a", ""]}, "stop must be a non-empty string or a list of them"),
+    ({"stop_token_ids": [10**7]}, "stop_token_ids: 10000000 is not a token id"),
 ])
 def test_gen_options_the_backend_cannot_honour_are_refused(backend, options, message):
     """(They were ignored: the answer read as if they held, and the logprobs a caller asked for were missing.)"""
@@ -217,6 +222,66 @@ def test_gen_options_the_backend_cannot_honour_are_refused(backend, options, mes
     state = asking.run(backend=backend)
     state.sync()
     assert isinstance(state.error(), ConfigError) and message in str(state.error())
+
+
+def test_a_gens_meta_counts_the_tokens_its_stop_string_leaves(backend):
+    """QA, 2026-12-07: completion_tokens counted the tokens before the stop string's cut (27 against the server's 8)
+    — here the tokens up to the one that completes it, as `diffreason serve` counts them."""
+
+    @sgl.function
+    def free(s):
+        s += "v: " + sgl.gen("x", max_tokens=40)
+
+    @sgl.function
+    def stopped(s, marker):
+        s += "v: " + sgl.gen("x", max_tokens=40, stop=marker)
+
+    fresh = DiffusionBackend(backend.model_path, max_denoising_steps=4)
+    ids = fresh.engine.generate("v: ", seed=0, max_new_tokens=40).tokens  # (the first gen's seed is 0)
+    whole = free.run(backend=fresh)
+    assert len(whole["x"]) > 6 and whole.get_meta_info("x")["completion_tokens"] == len(ids), whole["x"]
+    stop = whole["x"][3:5]
+    state = stopped.run(marker=stop, backend=DiffusionBackend(backend.model_path, max_denoising_steps=4))
+    tok = backend.lm.tokenizer
+    meta = state.get_meta_info("x")
+    assert state["x"] == whole["x"][: whole["x"].index(stop)] and meta["finish_reason"]["matched"] == stop
+    assert stop in tok.decode(ids[: meta["completion_tokens"]]) and stop not in tok.decode(
+        ids[: meta["completion_tokens"] - 1])
+
+
+def test_an_unconstrained_gen_stops_denoising_at_the_canvas_that_holds_its_stop(tiny_checkpoint):
+    """QA, 2026-12-07: the text was cut, but the gen ran its canvases on to EOS or max_tokens."""
+
+    @sgl.function
+    def free(s, marker):
+        s += "v: " + sgl.gen("x", max_tokens=300, stop=marker)
+
+    whole = free.run(marker=None, backend=DiffusionBackend(tiny_checkpoint, max_denoising_steps=3))
+    steps = whole.get_meta_info("x")["steps"]
+    assert len(steps) > 1 and len(whole["x"]) > 6, (steps, whole["x"])
+    stop = whole["x"][2:4]
+    state = free.run(marker=stop, backend=DiffusionBackend(tiny_checkpoint, max_denoising_steps=3))
+    assert state["x"] == whole["x"][: whole["x"].index(stop)] and state.get_meta_info("x")["steps"] == steps[:1]
+
+
+def test_programs_with_images_are_refused_and_bad_backend_options_are_config_errors(tiny_checkpoint, backend,
+                                                                                     tmp_path):
+    """QA, 2026-12-07: the image was dropped without a word; an unknown chat template was a KeyError."""
+    image = tmp_path / "red.png"
+    image.write_bytes(b"\x89PNG\r\n\x1a\n")
+
+    @sgl.function
+    def look(s, path):
+        s += sgl.user(sgl.image(path) + "What colour?")
+        s += sgl.assistant(sgl.gen("a", max_tokens=8))
+
+    state = look.run(path=str(image), backend=backend)
+    state.sync()
+    assert isinstance(state.error(), ConfigError) and "sgl.image / sgl.video are not supported" in str(state.error())
+    with pytest.raises(ConfigError, match="unknown chat_template 'nonexistent'"):
+        DiffusionBackend(tiny_checkpoint, chat_template="nonexistent")
+    with pytest.raises(ConfigError, match="seed must be an integer"):
+        DiffusionBackend(tiny_checkpoint, seed="x")
 
 
 def test_stop_token_ids_end_a_gen_before_the_token(backend):
