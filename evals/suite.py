@@ -668,7 +668,9 @@ def _json_item(entry: Entry, items: Items, k: int, seed: int, models: Models) ->
               "problems": [
                   *(f"{x['file']}: {x['error']}" for x in rep["bad_files"]),
                   *(f"{x['schema']}: compile crashed: {x['error']}" for x in rep["crashes"]),
-                  *(f"{x['schema']}: invalid output: {x['error']}" for x in rep["invalid_outputs"])]}
+                  *(f"{x['schema']}: invalid output: {x['error']}" for x in rep["invalid_outputs"])],
+              # compiled, but its template needs more positions than the model has: no output, said so
+              "not_run": [f"{x['schema']}: {x['error']}" for x in rep.get("too_long_for_the_model", [])]}
     steps = rep["steps_mean"]
     return _line(entry, k, name, solved=None, valid=(invalid == 0) if valid + invalid else None,
                  steps=None if steps is None else round(steps, 2), seconds=seconds, record=record)
@@ -802,7 +804,8 @@ def summarise(entry: Entry, count: int, lines: list[dict]) -> dict:
                        "outputs": outputs, "outputs_valid_rate": round(sum(r["valid"] for r in recs) / outputs, 4)
                        if outputs else None, "unjudged": sum(r["unjudged"] for r in recs),
                        "plausibility_mean": round(statistics.mean(plaus), 4) if plaus else None,
-                       "problems": [p for r in recs for p in r["problems"]]}
+                       "problems": [p for r in recs for p in r["problems"]],
+                       "not_run": [p for r in recs for p in r.get("not_run", [])]}
     else:
         from diffreason.evals.infill_eval import summarise as infill_summary
 
@@ -923,7 +926,8 @@ def write_report(out_dir: Path, head: dict, lines: list[dict]) -> list[Path]:
             extra.append(f"- json {r['set']} {r['mode']}: compiled {pct(j['compiled_rate'])}, {j['outputs']} "
                          f"outputs, {pct(j['outputs_valid_rate'])} valid, {j['unjudged']} unjudged; plausibility "
                          f"{_num(j['plausibility_mean'], '{:.2f}')}" + (f"; problems: {len(j['problems'])}"
-                                                                        if j["problems"] else ""))
+                                                                        if j["problems"] else "")
+                         + (f"; not run (too long for the model): {len(j['not_run'])}" if j.get("not_run") else ""))
         elif "infill" in r:
             i = r["infill"]
             parts = [f"{label} {pct(i[key])}" for key, label in (
@@ -943,6 +947,10 @@ def write_report(out_dir: Path, head: dict, lines: list[dict]) -> list[Path]:
         md += ["", "Problems (items not evaluated, or bugs: a compile must fail cleanly, an output must validate):",
                "",
                *[f"- {' '.join(p.split())[:300]}" for p in problems[:20]]]
+    not_run = [p for r in report["rows"] for p in r.get("json", {}).get("not_run", [])]
+    if not_run:
+        md += ["", "Not run (compiled, but the template needs more positions than the model has; no output, so "
+                   "neither valid nor invalid):", "", *[f"- {' '.join(p.split())[:300]}" for p in not_run[:20]]]
     if not report["complete"]:
         md += ["", f"Incomplete: {report['items']} items done; run the command again to continue."]
     md += ["", "![solved vs steps per task](suite.png)", ""]

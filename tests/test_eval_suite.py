@@ -351,3 +351,23 @@ def test_a_model_row_and_its_baseline_on_other_items_are_marked_not_comparable()
     other = build_report(head, lines("model", ["p1", "p2"]) + lines("autoregressive", ["p3", "p4"]))
     assert [c["same_items"] for c in same["comparisons"]] == [True]
     assert [c["same_items"] for c in other["comparisons"]] == [False]
+
+
+def test_a_schema_too_long_for_the_model_is_said_so_not_dropped(tmp_path):
+    """QA, 2026-12-07: a compiled schema whose template needs more positions than the model has (4096) was left out
+    of the outputs without a word, beside a "same items" comparison."""
+    schemas = tmp_path / "schemas"
+    schemas.mkdir()
+    names = [f"member_{i:03d}" for i in range(300)]
+    (schemas / "Wide_a.json").write_text(json.dumps({"schema": {"type": "object", "required": names, "properties": {
+        n: {"type": "string"} for n in names}}}))
+    suite = tmp_path / "suite.json"
+    suite.write_text(json.dumps({"name": "wide", "entries": [
+        {"task": "json", "set": "all", "mode": "model", "n": 0, "options": {"schemas": "schemas"}}]}))
+    p = run("--suite-file", str(suite), "--out", str(tmp_path / "out"))
+    assert p.returncode == 0, p.stderr
+    (row,) = json.loads((tmp_path / "out" / "suite.json").read_text())["rows"]
+    assert row["json"]["outputs"] == 0 and len(row["json"]["not_run"]) == 1
+    assert row["json"]["not_run"][0].startswith("Wide_a.json: ") and "the model has 4096" in row["json"]["not_run"][0]
+    md = (tmp_path / "out" / "suite.md").read_text()
+    assert "not run (too long for the model): 1" in md and "Wide_a.json: " in md
