@@ -1726,13 +1726,22 @@ def main() -> None:
     except OSError as exc:  # a file that vanished or a full disk mid-run: still one line, not a traceback
         _exit(f"error: {exc.strerror or exc}{f': {exc.filename}' if exc.filename else ''}", EXIT_BAD_INPUT)
     if code == EXIT_INTERRUPTED:  # Ctrl-C outside a command's own handler: the CLI framework returns 130
-        _exit("interrupted: nothing was written", EXIT_INTERRUPTED)
+        _exit("interrupted: the command did not finish (only the files it said it wrote are whole)", EXIT_INTERRUPTED)
+    _ignore_interrupts()
     if code:
         sys.exit(code)
 
 
+def _ignore_interrupts() -> None:
+    """The command is over: a Ctrl-C while the interpreter shuts down would print a traceback from its teardown or
+    kill the process by the signal, not with the command's exit code (QA, 2026-12-07)."""
+    with contextlib.suppress(ValueError):  # (not the main thread: the caller's own handler stays)
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
 def _exit(line: str, code: int) -> None:
     _stderr_line(line)
+    _ignore_interrupts()
     sys.exit(code)
 
 
