@@ -65,6 +65,7 @@ def test_markers_whole_line_and_inline():
     ("x = <|hole:0|>\n", "bounds the hole to no token"),
     ("x = <|hole:x|>\n", "<|hole:x|>: N must be a whole number of tokens, at least 1"),
     ("x = <|hole:-3|>\n", "<|hole:-3|>: N must be a whole number of tokens, at least 1"),
+    ("x = <|hole:٣|>\n", "<|hole:٣|>: N must be a whole number of tokens, at least 1"),  # (QA, 2026-12-07: read as 3)
 ])
 def test_bad_markers(text, message):
     with pytest.raises(InfillInputError, match=re.escape(message)):

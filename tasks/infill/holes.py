@@ -171,7 +171,7 @@ def parse_code(text: str, max_marker_tokens: int | None = None) -> InfillCode:
                                    "(or <|hole:N|> for at most N tokens)")
         bound = None
         if m.group(1) is not None:
-            if not m.group(1).isdecimal():  # (-3, 2.5, ten)
+            if not (m.group(1).isascii() and m.group(1).isdecimal()):  # (-3, 2.5, ten; "٣" is no ASCII digit)
                 raise InfillInputError(f"line {line} column {col}: {m.group(0)}: N must be a whole number of "
                                        "tokens, at least 1")
             bound = int(m.group(1))
