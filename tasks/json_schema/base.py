@@ -191,7 +191,7 @@ class CompilerState:
     def leave_out(self, where: str, exc: SchemaError) -> None:
         """An optional member whose value this compiler cannot write (`exc`: an unsupported keyword, bounds no value
         meets): the object never holds it, which every object without it satisfies; recorded as a fixed choice."""
-        self.fix(f"{where}: optional member never written ({str(exc).split(' at ')[0]})")
+        self.fix(f"{where}: optional member never written ({str(exc).rsplit(' at ', 1)[0]})")
 
     def valid(self, value: Any, node: dict) -> bool:
         """Does `value` validate against `node` (a part of the root schema; its $refs resolve against the root)?"""

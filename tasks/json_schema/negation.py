@@ -455,7 +455,7 @@ class NegationMixin:
             raise NoValue(f"no value matches exactly one 'oneOf' branch at {path}/oneOf")
         for i, j, exc in unwritable:
             self.fix(f"{path or '#'}/oneOf/{i}: never written (it may match branch {j} too, and "
-                     f"{str(exc).split(' at ')[0]})")
+                     f"{str(exc).rsplit(' at ', 1)[0]})")
         return out
 
     def as_accepted(self, schema: Any, seen: tuple) -> dict:

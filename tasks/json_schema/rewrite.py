@@ -143,7 +143,7 @@ class RewriteMixin:
                 if isinstance(exc, (DepthLimit, TooComplex)):
                     raise
                 problem = exc
-                self.fix(f"{path or '#'}: if / then / else: never the {name!r} case ({str(exc).split(' at ')[0]})")
+                self.fix(f"{path or '#'}: if / then / else: never the {name!r} case ({str(exc).rsplit(' at ', 1)[0]})")
                 continue
             kept[name] = case
         if not kept:

@@ -278,12 +278,25 @@ class ValuesMixin:
         if not options:
             raise unsupported[0][1] if unsupported else limit
         for i, exc in unsupported:
-            self.fix(f"{path or '#'}/{key}/{i}: never written ({str(exc).split(' at ')[0]})")
+            self.fix(f"{path or '#'}/{key}/{i}: never written ({str(exc).rsplit(' at ', 1)[0]})")
         return alt([r for r, _ in options]), max(n for _, n in options)
 
     def type_list_regex(self, schema: dict, path: str, seen: tuple) -> tuple[str, int]:
-        """A type list: a choice among the types, each with its own keywords (see `per_type`)."""
-        options = [self.value_regex(sub, path, seen) for _, sub in self.per_type(schema, path)]
+        """A type list: a choice among the types, each with its own keywords (see `per_type`); a type this compiler
+        cannot write a value of (bounds no integer meets beside `number`) is left out, as an anyOf branch is."""
+        options, failed = [], []
+        for kind, sub in self.per_type(schema, path):
+            try:
+                options.append(self.value_regex(sub, path, seen))
+            except TooComplex:
+                raise  # (`template` gives such a value a scaffold)
+            except SchemaError as exc:
+                failed.append((kind, exc))
+        if not options:
+            raise failed[0][1]
+        for kind, exc in failed:
+            if not isinstance(exc, DepthLimit | NoValue):
+                self.fix(f"{path or '#'}: type {kind!r} never written ({str(exc).rsplit(' at ', 1)[0]})")
         return alt([r for r, _ in options]), max(n for _, n in options)
 
     # -- one method per type (keywords.VALUE_REGEXES); arrays and objects are in containers.py ----------------------
