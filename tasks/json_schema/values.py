@@ -520,7 +520,9 @@ class ValuesMixin:
             capped = " (maxLength capped at the slot budget)" if hi < schema.get("maxLength", hi) else ""
             together = f"{', '.join(keywords)} together" if keywords else "the schema"
             negated = " and its not" if excluded else ""
-            raise NoValue(f"no string satisfies {together}{negated}{capped} at {path or '#'}")
+            subset = (" (of the strings this compiler writes: a subset of a format's, printable ASCII for a pattern's "
+                      "classes)" if "format" in schema or schema.get("pattern") or schema.get(PATTERNS) else "")
+            raise NoValue(f"no string satisfies {together}{negated}{capped}{subset} at {path or '#'}")
         return regex, width
 
     def pattern_failure(self, exc: PatternError, where: str):
