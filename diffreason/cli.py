@@ -1538,6 +1538,8 @@ def eval_suite(
         head, lines = suites.Results(out / "results.jsonl").read()
         if head is None:
             raise DiffreasonError(f"no suite results in {str(out)!r} (no results.jsonl with a header)")
+        if name is not None and head.get("suite") != name:  # (QA, 2026-12-07: another suite's report was rebuilt)
+            raise DiffreasonError(f"{str(out)!r} holds the results of suite {head.get('suite')!r}, not {name!r}")
         _write_suite_report(suites, out, head, lines)
         return
     if (name is None) == (suite_file is None):

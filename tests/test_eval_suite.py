@@ -276,6 +276,13 @@ def test_report_only_finds_a_suite_files_named_folder(tmp_path, monkeypatch):
     one_error_line(p, "no suite results in 'evals/reports/suite-mine'")
 
 
+def test_report_only_refuses_another_suites_results(finished):
+    """QA, 2026-12-07: `quick --out DIR --report-only` over the results of suite "tiny" rebuilt tiny's report."""
+    _, out = finished
+    one_error_line(run("quick", "--out", str(out), "--report-only"), f"{str(out)!r} holds the results of suite "
+                                                                       "'tiny', not 'quick'")
+
+
 def test_the_named_suites_are_valid_and_name_their_baseline_entries():
     from diffreason.evals.suite import SuiteError, models_used, named_suite
 
