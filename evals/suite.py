@@ -939,7 +939,8 @@ def write_report(out_dir: Path, head: dict, lines: list[dict]) -> list[Path]:
                 parts.append("pass@k " + ", ".join(f"{k}: {pct(v)}" for k, v in i["pass_at_k"].items()))
             if i.get("sandbox_seconds_per_task") is not None:
                 parts.append(f"sandbox {i['sandbox_seconds_per_task']:.2f} s / task")
-            extra.append(f"- infill {r['set']} {r['mode']}: " + ", ".join(parts))
+            extra.append(f"- infill {r['set']} {r['mode']}: " + (", ".join(parts) or "no item evaluated (see the "
+                                                                                   "problems below)"))
     if extra:
         md += ["", "Per task:", "", *extra]
     problems = [p for r in report["rows"] for task in ("json", "infill") for p in r.get(task, {}).get("problems", [])]
