@@ -17,7 +17,8 @@ says which held (`SandboxResult.isolation`, `.protections`):
     /proc (so it sees no other process, and when the init or the launcher dies the kernel kills everything left in
     the namespace), as a fresh random unprivileged uid/gid (so RLIMIT_NPROC binds and counts only this run's
     processes, and the uid can neither signal nor write anything of anyone else), with no capabilities,
-    no_new_privs and PR_SET_PDEATHSIG.
+    no_new_privs and PR_SET_PDEATHSIG; the new IPC namespace holds no System V shared memory or message queues
+    (kernel memory past the address-space limit; a user namespace cannot set those sysctls, and says so).
 ``userns`` (an unprivileged user where user namespaces are allowed)
     the same inside a new user namespace mapped to the caller's own uid (uid 0 inside, no capabilities left:
     the bounding set is dropped before the exec); RLIMIT_NPROC counts per user namespace, so again only this run.
@@ -61,12 +62,13 @@ lives in the host's temporary folder, with no quota) and what it reads — the f
 
 The verdict (`run_python(verdict=...)`): "exit" passes exit status 0; "end" and "last" pass only a program that ran
 to its end (the guard then writes a token drawn per run to a pipe of its own and exits with a status drawn per run
-from 121, both handed to it through a pipe it reads and closes, not on its command line; a program that exits with
-that status itself wrote no token), so an `os._exit(0)`, an early `SystemExit` or an exit hook does not pass a test
-program ("end" takes `SystemExit(0)`, as `unittest.main()` ends, "last" does not). The code shares its process with
-the checks, so a program written to forge a pass still can (the guard's own frame is one `sys._getframe` away; in
-human-eval-infilling the same program could append to the evaluator's result list): the verdict is sound for code
-that is not written against the harness, as a model's fills are not.
+from 121, both handed to it — and to the launcher, whose fork is pid 1 — through a pipe read and closed, not on a
+command line; a program that exits with that status itself wrote no token), so an `os._exit(0)`, an early
+`SystemExit` or an exit hook does not pass a test program ("end" takes `SystemExit(0)`, as `unittest.main()` ends,
+"last" does not). The code shares its process with the checks, so a program written to forge a pass still can (the
+guard's own frame is one `sys._getframe` away; in human-eval-infilling the same program could append to the
+evaluator's result list): the verdict is sound for code that is not written against the harness, as a model's fills
+are not.
 
 What was compared (at hand here: /usr/bin/unshare, prlimit, setpriv, systemd-run; in Debian's archive: bubblewrap,
 firejail; not packaged: nsjail; on PyPI: pyseccomp, which needs libseccomp and only filters syscalls):
@@ -475,6 +477,19 @@ def _launch(cfg: dict) -> int:
         prot["filesystem"] = "read-only view (mount namespace), writable working directory only"
         prot["hidden"] = ", ".join(hidden) if hidden else "none"
 
+    def limit_ipc():
+        """No System V shared memory or message queues in the new IPC namespace (its sysctls are its own): their
+        memory is the kernel's, past the address-space limit (QA, 2026-12-07: 2 GiB held in detached segments)."""
+        failed = []
+        for name in ("shmmax", "shmall", "shmmni", "msgmni"):
+            try:
+                write_file(f"/proc/sys/kernel/{name}", "0")
+            except OSError:
+                failed.append(name)
+        if failed:
+            return f"new IPC namespace; could not set {', '.join(failed)} to 0"
+        return "new IPC namespace without System V shared memory or message queues"
+
     def become_ns_root():
         # uid/gid 0 of the user namespace, i.e. the mapped outer uid; until now this process kept its outer uid,
         # which let the binds above be taken with the caller's own file rights. Capabilities in the namespace stay.
@@ -617,6 +632,7 @@ def _launch(cfg: dict) -> int:
     prot["isolation"] = mode
 
     if mode != "none":
+        prot["ipc"] = limit_ipc()
         prot["network"] = "new network namespace (no interfaces up)"
         prot["pids"] = "new pid namespace (the code is pid 2 under a small init; the namespace dies with either)"
         try:
@@ -769,7 +785,10 @@ def _launch(cfg: dict) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(_launch(json.loads(sys.argv[1])))
+    # (the config comes on a pipe, not on the command line: pid 1 in the namespace is a fork of this process, and its
+    # /proc/1/cmdline would show the code the end token and status it must not know: QA, 2026-12-07)
+    with os.fdopen(int(sys.argv[1]), "rb") as _cfg:
+        sys.exit(_launch(json.loads(_cfg.read())))
 
 # ---------------------------------------------------------------------------------------------------------------------
 # The parent side
@@ -1020,6 +1039,7 @@ def run_python(
         if os.geteuid() == 0:  # a fresh uid the launcher may drop to (it chowns the directory if it does)
             run_uid = 100_000 + secrets.randbelow(1_000_000_000)
         status_r, status_w = os.pipe()
+        cfg_r, cfg_w = os.pipe()
         cfg = {
             "workdir": workdir, "program": program, "python": python, "status_fd": status_w,
             "isolation": isolation, "audit_hook": audit_hook, "run_uid": run_uid, "expose": _python_exposed(python),
@@ -1031,21 +1051,29 @@ def run_python(
         start = time.monotonic()
         try:
             proc = subprocess.Popen(
-                [python, "-I", "-S", "-B", os.path.abspath(__file__), json.dumps(cfg)],
+                [python, "-I", "-S", "-B", os.path.abspath(__file__), str(cfg_r)],
                 stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=workdir, env=env,
-                start_new_session=True, pass_fds=(status_w,) + ((end_w,) if end_w is not None else ()),
+                start_new_session=True, pass_fds=(status_w, cfg_r) + ((end_w,) if end_w is not None else ()),
                 close_fds=True,
             )
         except OSError as e:
-            for fd in (status_r, end_r):
+            for fd in (status_r, end_r, cfg_w):
                 if fd is not None:
                     os.close(fd)
             raise SandboxError(f"the sandbox could not start {python}: {e}") from e
         finally:
-            for fd in (status_w, end_w):
+            for fd in (status_w, end_w, cfg_r):
                 if fd is not None:
                     os.close(fd)
+        data = json.dumps(cfg).encode()  # (the launcher reads it whole first; a dead one: its status says why)
+        try:
+            while data:
+                data = data[os.write(cfg_w, data):]
+        except BrokenPipeError:
+            pass
+        finally:
+            os.close(cfg_w)
         ended_by_guard = (ended_status, end_r, end_token.encode())
         return _supervise(proc, status_r, stdin, timeout, limits, start, token, ended_by_guard)
     finally:

@@ -416,6 +416,40 @@ print(len(sys.orig_argv))
     assert r.passed and "found" not in r.stdout, r.stdout
 
 
+def test_the_end_token_cannot_be_read_from_pid_1(sandbox):
+    """QA, 2026-12-07: the launcher's config (the end token and status) was its command line, and pid 1 of the
+    namespace, a fork of it, showed it in /proc/1/cmdline: a program read it and forged a pass."""
+    code = r"""
+import json, os
+for arg in open("/proc/1/cmdline", "rb").read().split(b"\0"):
+    if arg.startswith(b"{"):
+        cfg = json.loads(arg)
+        os.write(cfg["end_fd"], cfg["end_token"].encode())
+        os._exit(cfg["ended_status"])
+raise SystemExit(1)
+"""
+    r = sandbox(code, verdict="last")
+    assert not r.passed, r
+
+
+def test_no_system_v_shared_memory_past_the_memory_limit(sandbox):
+    """QA, 2026-12-07: SysV segments (ctypes, or a C extension the code writes) held 2 GiB past a 256 MiB limit: the
+    new IPC namespace has none (as root; a user namespace cannot set its sysctls, and says so)."""
+    if sandbox.hook or sandbox.mode == "none":
+        pytest.skip("ctypes is what the audit hook refuses; the OS layer is what is tested")
+    code = """
+import ctypes
+libc = ctypes.CDLL(None, use_errno=True)
+print(libc.shmget(0, 1 << 20, 0o1600), libc.msgget(0, 0o1600))
+"""
+    r = sandbox(code)
+    if sandbox.mode == "userns":
+        assert "could not set shmmax" in r.protections["ipc"], r.protections
+    else:
+        assert r.passed and r.stdout.split() == ["-1", "-1"], r
+        assert r.protections["ipc"] == "new IPC namespace without System V shared memory or message queues"
+
+
 def test_exec_and_subprocess_refused_by_hook(sandbox):
     if not sandbox.hook:
         pytest.skip("the audit hook is off")
