@@ -665,6 +665,14 @@ def test_an_optional_member_that_cannot_be_written_is_left_out():
             validate(value, schema)
     with pytest.raises(SchemaError, match="back-references are not supported"):
         compile_schema({"type": "object", "required": ["a"], "properties": {"a": backref}}, TOK)
+    # minProperties writes the members it can write first; with too few of them, it fails
+    three = {"type": "object", "minProperties": 2, "additionalProperties": False, "properties": {
+        "a": backref, "b": {"type": "integer"}, "c": {"type": "integer"}}}
+    compiled = compile_schema(three, TOK)
+    assert compiled.fixed[0] == "#: always writes 'b', 'c' (minProperties)"
+    assert {tuple(sorted(fill_and_parse(compiled, seed))) for seed in range(4)} == {("b", "c")}
+    with pytest.raises(SchemaError, match="back-references are not supported"):
+        compile_schema({**three, "properties": {"a": backref, "b": {"type": "integer"}}}, TOK)
 
 
 @pytest.mark.parametrize("schema, left_out", [

@@ -201,7 +201,7 @@ class ContainersMixin:
 
     # -- objects ----------------------------------------------------------------------------------------------------
 
-    def members(self, schema: dict, path: str) -> tuple[dict, list]:
+    def members(self, schema: dict, path: str, seen: tuple = ()) -> tuple[dict, list]:
         """(member schemas, required names): the declared properties, plus required names that are not declared,
         with the schema validators apply to them (a matching patternProperties entry, else additionalProperties)."""
         props = dict(schema.get("properties", {}))
@@ -228,7 +228,9 @@ class ContainersMixin:
                           f"{path}/minProperties")
         if isinstance(least, int) and least > max(len(required), 1 if props else 0):
             short = least - len(required)
-            forced = [k for k in props if k not in required][:short]
+            optional = [k for k in props if k not in required]  # (those it can write first; too few: it fails)
+            writable = [k for k in optional if self.writable(props[k], f"{path}/properties/{k}", seen)]
+            forced = (writable + [k for k in optional if k not in writable])[:short]
             required += forced
             if forced:
                 self.fix(f"{path or '#'}: always writes {', '.join(map(repr, forced))} (minProperties)")
@@ -287,8 +289,20 @@ class ContainersMixin:
             self.fix(f"{path or '#'}: never writes {', '.join(map(repr, optional[room:]))} (maxProperties)")
         return props, [k for k in props if k in required]
 
+    def writable(self, schema: Any, path: str, seen: tuple) -> bool:
+        """Can this compiler write a value of `schema` (a probe: too complex for one slot still counts, a scaffold
+        holds it)? minProperties then writes the members it can (the first optional one may hold a keyword it
+        cannot write: QA, 2026-12-07)."""
+        try:
+            self.value_regex(schema, path, seen)
+        except TooComplex:
+            return True
+        except SchemaError:
+            return False
+        return True
+
     def object_regex(self, schema: dict, path: str, seen: tuple) -> tuple[str, int]:
-        props, required = self.members(schema, path)
+        props, required = self.members(schema, path, seen)
         members = []  # (always present, member regex, budget)
         for key in [k for k in props if k in required] + [k for k in props if k not in required]:
             try:

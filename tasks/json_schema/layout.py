@@ -145,7 +145,7 @@ class LayoutMixin:
         if self.plain_object(schema):
             if isinstance(schema.get("required"), list) and schema["required"]:  # members named only by `required`
                 return self.object_template(schema, path, seen)
-            if schema.get("minProperties", 0) >= 1 and not self.members(schema, path)[0]:  # a map of such values
+            if schema.get("minProperties", 0) >= 1 and not self.members(schema, path, seen)[0]:  # a map of such values
                 return self.map_template(schema, path, seen)
         if isinstance(schema.get("type"), list):  # as for anyOf: the first type that has a template, always
             parts = self.type_list_template(schema, path, seen, too_complex)
@@ -236,7 +236,7 @@ class LayoutMixin:
         """An object's scaffold: its required members fixed, each value a template of its own; its optional ones
         after them (see `optional_member_template`)."""
         self.check_keywords(schema, "object", path)
-        props, required = self.members(schema, path)
+        props, required = self.members(schema, path, seen)
         if not required:  # as in object_regex: the first member that compiles is emitted anyway
             for key in props:
                 try:
