@@ -176,6 +176,7 @@ def test_a_users_regex_that_python_or_a_slot_cannot_take_is_refused(regex, messa
     ("(?m)a$", "a\n"), ("(?mi)a", "aA"), ("(?im:a)b", "aAbB"), ("(?m:a)b", "ab"), ("(?a)\\w", "a_"),
     ("(?i)(?s)^a.", "aA\n"), ("(?i)^a$", "aA"), (r"\N{LATIN SMALL LETTER E WITH ACUTE}+", "eé"),
     (r"[\N{DIGIT ONE}-\N{DIGIT THREE}]", "0124"), (r"\N{LEFT CURLY BRACKET}a", "{a"),
+    (r"a\0b", "ab\x00"), (r"\08", "8\x00"), (r"[\0]", "a\x00"), (r"\012", "a\n"), (r"\é+", "eé"),  # (were refused)
 ])
 def test_literal_braces_named_characters_and_inline_flags_read_as_python_reads_them(regex, alphabet):
     """QA, 2026-12-07: `a{}` (Python: the text "a{}") was read as `a*`; `a{` and `\\N{...}` were refused as
@@ -183,6 +184,30 @@ def test_literal_braces_named_characters_and_inline_flags_read_as_python_reads_t
     fsm = CHARS.char_fsm(from_python(regex))
     for text in _strings(4, alphabet):
         assert bool(fsm.accepts(text)) == bool(re.fullmatch(regex, text, re.ASCII)), (regex, text)
+
+
+@pytest.mark.parametrize("regex, message", [
+    ("a(?=b){1}b", "a quantifier on a lookaround is not supported"), ("(?=a){0}b", "a quantifier on a lookaround"),
+    ("(?!-)(?#c){2}", "a quantifier on a lookaround"),
+    ("[\\S\\D]", "a character class with two negated shorthands"), ("[^\\S\\D]", "two negated shorthands"),
+    ("(?i)[a\\W]", "a case-insensitive character class with \\W beside other items"),
+    ("(?i)(?-i:(?:a))", "a group that removes a flag directly inside or around another group"),
+    ("(?i)x((?-i:a))", "removes a flag directly inside or around"), ("(?s)(?-s:(.))", "removes a flag directly"),
+])
+def test_constructs_the_parser_would_read_as_another_language_are_refused(regex, message):
+    """QA, 2026-12-07 (a differential fuzz against re.fullmatch): `a(?=b){1}b` was read as matching nothing, `[\\S\\D]`
+    as the shorthands' intersection, `(?i)[a\\W]` without its letters, `(?i)(?-i:(?:a))` without the removal."""
+    with pytest.raises(TemplateError, match=re.escape(message)):
+        CHARS.char_fsm(from_python(regex))
+    for fine in ("(?i)(?-i:a)b", "(?i)[\\Sa]", "[\\W\\d]", "(?i)[^\\W]", "(?:(?=a)a)b"):
+        fsm = CHARS.char_fsm(from_python(fine))
+        for text in _strings(3, "aA 1b"):
+            assert bool(fsm.accepts(text)) == bool(re.fullmatch(fine, text, re.ASCII)), (fine, text)
+
+
+def test_a_comment_ends_at_its_first_unescaped_parenthesis():
+    """QA, 2026-12-07: `(?#\\)(b)c` (re: the regex "c") was read as `(b)c`."""
+    assert from_python("(?#\\)(b)c") == "c" and from_python("(?#a\\)b)c") == "c"
 
 
 def test_the_verbose_flag_is_refused_with_the_reason():

@@ -139,6 +139,7 @@ def flatten(parts: tuple) -> list[Node]:
 _HEX_ESCAPES = {"u": 4, "U": 8}  # (\xHH, octal and the rest the parser reads itself)
 _QUANTIFIER = re.compile(r"\{(?:\d+(?:,\d*)?|,\d*)\}")  # a "{" Python reads as a repeat; any other is a literal
 _INLINE_FLAGS = re.compile(r"\(\?([aiLmsux]*)(?:-([imsx]*))?([:)])")
+_GROUP_OPENED = re.compile(r"(?<!\\)\((?:\?(?::|P<\w+>|[aimsux]*(?:-[imsx]*)?:))?\Z")  # (text ending in a group's start)
 
 
 def _folded_non_ascii(parsed) -> str | None:
@@ -197,6 +198,49 @@ def _backtracking_control(parsed) -> str | None:
     return None
 
 
+def _misread_construct(parsed) -> str | None:
+    """A construct of a regex (`parsed`: Python's parse of it) that the parser would read as another language, named
+    (None: none) — QA, 2026-12-07, a differential fuzz against `re.fullmatch`: a quantifier on a lookaround
+    (`(?=b){1}` read as matching nothing), a class with two negated shorthands (`[\\S\\D]` read as their
+    intersection) and a case-insensitive class with `\\W` beside other items (`(?i)[a\\W]` lost the letters). (A group
+    that removes a flag directly around or inside another, `(?i)(?-i:(?:a))`, lost the removal: `from_python` sees it
+    in the text, where the non-capturing group still is.)"""
+    c = sre
+    negated = {c.CATEGORY_NOT_SPACE, c.CATEGORY_NOT_DIGIT, c.CATEGORY_NOT_WORD}
+
+    def has_assert(items) -> bool:
+        for op, av in items:
+            if op in (c.ASSERT, c.ASSERT_NOT):
+                return True
+            if op is c.SUBPATTERN and has_assert(av[3]):
+                return True
+        return False
+
+    def walk(items, fold: bool) -> str | None:
+        for op, av in items:
+            if op in (c.MAX_REPEAT, c.MIN_REPEAT) and av[2].getwidth()[1] == 0 and has_assert(av[2].data):
+                return "a quantifier on a lookaround"
+            if op is c.IN:
+                kinds = [x for k, x in av if k is c.CATEGORY and x in negated]
+                if len(kinds) > 1:
+                    return "a character class with two negated shorthands (\\S, \\D, \\W)"
+                if fold and c.CATEGORY_NOT_WORD in kinds and len([k for k, _ in av if k is not c.NEGATE]) > 1:
+                    return "a case-insensitive character class with \\W beside other items"
+            if op is c.SUBPATTERN:
+                _, add, remove, sub = av
+                folds = c.SRE_FLAG_IGNORECASE
+                found = walk(sub.data, (fold or bool(add & folds)) and not remove & folds)
+            else:
+                found = next((f for part in (av if isinstance(av, (tuple, list)) else (av,))
+                              for sub in (part if isinstance(part, list) else [part])
+                              if isinstance(sub, sre_parse.SubPattern) and (f := walk(sub.data, fold))), None)
+            if found:
+                return found
+        return None
+
+    return walk(parsed.data, bool(parsed.state.flags & c.SRE_FLAG_IGNORECASE))
+
+
 def from_python(regex) -> str:
     """A user's regex, read as Python's `re` reads it with `re.ASCII` (`\\d`, `\\w`, `\\s` are ASCII classes, as the
     parser has them) and matched whole, as `re.fullmatch` does → the pipeline's regex text. Refused (TemplateError),
@@ -216,6 +260,10 @@ def from_python(regex) -> str:
     except (re.error, OverflowError, RecursionError, ValueError) as exc:  # (ValueError: `(?u)` beside re.ASCII)
         raise TemplateError(f"regex {regex!r} is not a valid Python regex: {exc}") from None
     control = _backtracking_control(parsed)
+    misread = _misread_construct(parsed)
+    if misread is not None:
+        raise TemplateError(f"regex {regex!r}: {misread} is not supported (the automaton would read another "
+                            "language); rewrite it without")
     if control is not None:  # (`a*+a` was read as `a*a`: texts Python's re never matches)
         raise TemplateError(f"regex {regex!r}: {control} is not supported (the automata would read it as the plain "
                             "quantifier or group, a larger language); rewrite it without")
@@ -245,6 +293,10 @@ def from_python(regex) -> str:
                 char = unicodedata.lookup(regex[i + 3:i + 1 + width])
             elif width is not None:  # (re.compile checked the digits)
                 char = chr(int(regex[i + 2:i + 2 + width], 16))
+            elif regex[i + 1] == "0" or not regex[i + 1].isascii():  # an octal \0NN, an escaped non-ASCII character:
+                digits = re.match(r"0[0-7]{0,2}", regex[i + 1:i + 4])  # the parser refused both (QA, 2026-12-07)
+                width = len(digits.group()) - 1 if digits else 0
+                char = chr(int(digits.group(), 8)) if digits else regex[i + 1]
             if width is not None:
                 push(f"\\x{ord(char):02x}" if ord(char) < 0x80 and not char.isalnum() else char)
                 i += 2 + width
@@ -256,8 +308,11 @@ def from_python(regex) -> str:
             continue
         if in_class:
             in_class = char != "]"
-        elif regex.startswith("(?#", i):  # a comment, which re ignores (the parser took it for a group)
-            i = regex.index(")", i) + 1
+        elif regex.startswith("(?#", i):  # a comment, which re ignores (the parser took it for a group); it ends at
+            i += 3  # the first ")" that is not escaped, as re reads it (`(?#\\)(b)c` is the regex "c")
+            while regex[i] != ")":
+                i += 2 if regex[i] == "\\" else 1
+            i += 1
             continue
         elif char == "(" and (flags := _INLINE_FLAGS.match(regex, i)):
             on, off, end = flags.group(1), flags.group(2) or "", flags.group(3)
@@ -265,6 +320,10 @@ def from_python(regex) -> str:
                 raise TemplateError(f"regex {regex!r}: the verbose flag (?x) is not supported; write the regex "
                                     "without it (no spaces or comments to ignore)")
             on, off = on.replace("m", "").replace("a", ""), off.replace("m", "")
+            if off and end == ":" and (_GROUP_OPENED.search(regex, 0, i) or regex.startswith("(", flags.end())):
+                raise TemplateError(f"regex {regex!r}: a group that removes a flag directly inside or around another "
+                                    "group is not supported (the parser loses the removal); write it without the "
+                                    "extra group")
             if end == ")":  # global flags (only at the start): one group, written before the rest below
                 lead += "".join(flag for flag in on if flag not in lead)
             else:
