@@ -962,24 +962,32 @@ def _remove_tree(path: str) -> None:
 
 
 class _Capped:
+    """At most `cap` bytes of a stream: its start and, once it runs past, its last `cap // 8` bytes too — where a
+    failing test's traceback is (QA, 2026-12-07: a flood on stderr left only the truncation notice to report)."""
+
     def __init__(self, cap: int):
-        self.cap, self.buf, self.total = cap, bytearray(), 0
+        self.cap, self.head, self.tail, self.total = cap, bytearray(), bytearray(), 0
+        self.keep = cap // 8
 
     def add(self, data: bytes) -> None:
         self.total += len(data)
-        room = self.cap - len(self.buf)
+        room = self.cap - self.keep - len(self.head)
         if room > 0:
-            self.buf += data[:room]
+            self.head += data[:room]
+            data = data[room:]
+        if data:
+            self.tail = (self.tail + data)[-self.keep:] if self.keep else bytearray()
 
     @property
     def truncated(self) -> bool:
         return self.total > self.cap
 
     def text(self) -> str:
-        s = self.buf.decode("utf-8", errors="replace")
-        if self.truncated:
-            s += f"\n[... output truncated: {self.total} bytes, kept {self.cap}]"
-        return s
+        if not self.truncated:
+            return (self.head + self.tail).decode("utf-8", errors="replace")
+        return (self.head.decode("utf-8", errors="replace")
+                + f"\n[... output truncated: {self.total} bytes, kept the first {len(self.head)} and the last "
+                  f"{len(self.tail)}]\n" + self.tail.decode("utf-8", errors="replace"))
 
 
 def run_python(

@@ -137,6 +137,14 @@ def test_a_failure_names_the_line_of_the_tests():
     assert failure_line(stderr).startswith("AssertionError: -1 != 5 (tests.py line 5: self.assertEqual(add(2, 3), 5))")
 
 
+def test_a_failure_after_a_flood_of_stderr_still_names_its_line():
+    """QA, 2026-12-07: past the output cap only the start of stderr was kept, so the failure read as the truncation
+    notice; the end is kept too."""
+    passed, stderr = verdict(WRONG, "import sys\nsys.stderr.write('y' * 2_000_000)\nassert add(2, 3) == 5\n")
+    assert not passed and "output truncated" in stderr
+    assert failure_line(stderr) == "AssertionError (tests.py line 3: assert add(2, 3) == 5)"
+
+
 def test_a_failure_in_the_code_names_its_line_and_an_early_exit_says_so():
     """(The code's frames carry the sandbox's absolute path: the summary named a line of the code as the error; a
     run that left early showed unittest's last word, "OK".)"""

@@ -265,6 +265,8 @@ def failure_line(stderr: str, reason: str = "") -> str:
     or the code, with the innermost such line (`AssertionError (tests.py line 3: assert add(2, 3) == 5)`); without
     a traceback, the sandbox's `reason` (a run that left early: its stderr's last line may be unittest's "OK"), else
     stderr's last line."""
+    marker = "Traceback (most recent call last):"  # (output without a newline before it runs into its line)
+    stderr = stderr.replace(marker, "\n" + marker)
     lines = [line.rstrip() for line in stderr.splitlines() if line.strip()]
     starts = [k for k, line in enumerate(lines) if line.startswith("Traceback")]
     for start, end in zip(starts, starts[1:] + [len(lines)]):  # (the first that names the tests or the code)
