@@ -538,6 +538,16 @@ def test_verified_mode_returns_only_code_that_compiles(code_lm, code, fill):
     assert result.code is None and not result.parses and result.ranking[0].status == "does not parse"
 
 
+def test_a_regex_given_for_the_holes_is_read_as_python_reads_it(code_lm):
+    """QA, 2026-12-07: `regex=` took the pipeline's own regex text (`a{}` read as `a*`), unlike every other slot."""
+    from diffreason import infill
+
+    result = infill(code_lm, "x = '<|hole|>'\n", mode="verified", samples=2, regex="a{}", lengths=(8,), max_steps=2)
+    assert result.holes[0].text == "a{}" and result.code == "x = 'a{}'\n"
+    with pytest.raises(InfillInputError, match="is not a valid Python regex"):
+        infill(code_lm, "x = <|hole|>\n", regex="a{3,1}")
+
+
 def test_a_language_too_large_to_compile_is_said_so_not_that_nothing_fits(code_lm):
     from diffreason import infill
 

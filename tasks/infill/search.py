@@ -413,9 +413,10 @@ def run_infill(
     `tests`: Python source run against the filled code, which is importable as `module`; `tests_name` is the tests'
     file name in tracebacks (`tasks.infill.testrun`). `lengths`: slot lengths to search (default: the training
     lengths up to `max_hole_tokens`). `single_line`: whole-line holes hold exactly one line. `regex`: the language of
-    every hole instead of the one read off the code. `constrain=False` leaves the slots free (any token: the baseline
-    the constraints are measured against). `watch(hole, trace)` sees every denoising step of one canvas per hole
-    (sample 0, the longest slot). `engine`: reuse one (its sampler then wins over `sampler` and `max_steps`)."""
+    every hole instead of the one read off the code (read as Python's `re` reads it, matched whole).
+    `constrain=False` leaves the slots free (any token: the baseline the constraints are measured against).
+    `watch(hole, trace)` sees every denoising step of one canvas per hole (sample 0, the longest slot). `engine`:
+    reuse one (its sampler then wins over `sampler` and `max_steps`)."""
     t0 = time.perf_counter()
     if mode not in MODES:
         raise InfillInputError(f"unknown mode {mode!r}; choose one of {', '.join(MODES)}")
@@ -423,6 +424,14 @@ def run_infill(
         raise InfillInputError(f"samples must be an integer in [1, {MAX_SAMPLES}], got {samples!r}")
     if not _integer(max_hole_tokens):
         raise InfillInputError(f"max_hole_tokens must be an integer, got {max_hole_tokens!r}")
+    if regex is not None:  # (as a slot's regex everywhere: it was the pipeline's own text, `a{}` read as `a*`)
+        from diffreason.constrain.regex import from_python
+        from diffreason.errors import TemplateError
+
+        try:
+            regex = from_python(regex)
+        except TemplateError as exc:
+            raise InfillInputError(str(exc)) from None
     if not _integer(seed) or not 0 <= seed <= 2**64 - samples:  # (sample j runs with seed + j)
         raise InfillInputError(f"seed must be an integer in [0, 2**64 - samples] (sample j draws with seed + j), "
                                f"got {seed!r}")
