@@ -255,6 +255,7 @@ def test_a_hole_never_turns_the_code_around_it_into_comment_or_string_text():
         ("x = [1, 2]<|hole|> + [3]\n", "  #", False),
         ("x = <|hole|>\ny = 2\n", '"a" + "b"', True), ('s = "<|hole|>"\n', "a b", True),
         ("x = 1\n<|hole|>\n", f"y = {triple}doc{triple}  # c\n", True),
+        ("x = 1  # <|hole|>\n", "a note", True), ("x = 1  # a <|hole|> note\n", "b", True),  # (in a comment)
     ]:
         code = parse_code(source)
         assert parses(code.fill([fill])) and filled_parses(code, [fill]) == reads, (source, fill)

@@ -151,8 +151,8 @@ def parses(code: str) -> bool:
 
 def reads_as_written(code: InfillCode, texts: Sequence[str]) -> bool:
     """Does `code` with its holes filled with `texts` read as the hole's template read it: does every string and
-    comment Python's tokenizer finds that overlaps a hole lie within it (or hold it, for a hole the code before it
-    leaves inside a string)? The template
+    comment Python's tokenizer finds that overlaps a hole lie within it (or hold it: a comment the code before it
+    opened, or a string for a hole the code before it leaves inside one)? The template
     cannot see all of it: `""` before a hole that starts with `"` is a triple quote to Python, which runs on (QA,
     2026-12-07: into a later line's `# \"\"\"`, and the file still compiled, its code in between a string)."""
     import io
@@ -175,7 +175,8 @@ def reads_as_written(code: InfillCode, texts: Sequence[str]) -> bool:
     for token in tokens:
         if token.type in (tokenize.STRING, tokenize.COMMENT):
             a, b = starts[token.start[0] - 1] + token.start[1], starts[token.end[0] - 1] + token.end[1]
-            if any(a < hi and lo < b and not ((a < lo and hi < b) if string else (lo <= a and b <= hi))
+            holds = token.type == tokenize.COMMENT or None  # (a comment the code before the hole opened holds it)
+            if any(a < hi and lo < b and not (lo <= a and b <= hi) and not (a < lo and hi <= b and (holds or string))
                    for lo, hi, string in spans):
                 return False
     return True
