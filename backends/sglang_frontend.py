@@ -170,8 +170,8 @@ class DiffusionBackend(BaseBackend):
                 raise ConfigError(f"unsupported dtype {dtype!r}; use int, float, bool or str")
             regex = DTYPE_REGEX[name]
         max_tokens = int(sampling_params.max_new_tokens)
-        if max_tokens < 1:
-            raise ConfigError(f"max_tokens must be at least 1, got {max_tokens}")
+        if not 1 <= max_tokens <= 1_000_000:  # (the bound of `diffreason serve`)
+            raise ConfigError(f"max_tokens must be in [1, 1000000], got {max_tokens}")
         return regex, schema, max_tokens
 
     def _request(self, sampling_params) -> tuple[CanvasTemplate | None, int]:

@@ -284,6 +284,19 @@ def test_programs_with_images_are_refused_and_bad_backend_options_are_config_err
         DiffusionBackend(tiny_checkpoint, seed="x")
 
 
+def test_max_tokens_past_the_servers_bound_is_refused(backend):
+    """QA, 2026-12-07: 10**7 ran locally, where `diffreason serve` refuses it (its bound: 1,000,000)."""
+
+    @sgl.function
+    def huge(s):
+        s += "v: " + sgl.gen("x", max_tokens=10**7)
+
+    state = huge.run(backend=backend)
+    state.sync()
+    assert isinstance(state.error(), ConfigError) and "max_tokens must be in [1, 1000000], got 10000000" in str(
+        state.error())
+
+
 def test_stop_token_ids_end_a_gen_before_the_token(backend):
     from sglang.lang.ir import SglSamplingParams
 
