@@ -61,10 +61,15 @@ from diffreason.engine import Engine, GenerationResult
 from diffreason.errors import ConfigError
 from diffreason.model import EMBEDDED_JSON, load_model
 from diffreason.sampler import SamplerConfig
-from diffreason.serve import REFUSED, cut_answer, stopped_answer
+from diffreason.serve import REFUSED, cut_answer, holds_stop, stopped_answer
 from diffreason.structured import constraint_template
 
 DTYPE_REGEX = {"int": REGEX_INT, "float": REGEX_FLOAT, "bool": REGEX_BOOL, "str": REGEX_STR}
+
+
+def _stop_strings(stop) -> tuple:
+    """A gen's `stop` (None, a string or a list of them) as a tuple of strings."""
+    return (stop,) if isinstance(stop, str) else tuple(stop or ())
 
 
 class DiffusionBackend(BaseBackend):
@@ -154,8 +159,7 @@ class DiffusionBackend(BaseBackend):
             raise ConfigError("gen option stop_regex is not supported by the diffusion backend; use stop strings")
         if not isinstance(p.temperature, int | float) or not math.isfinite(p.temperature) or p.temperature < 0:
             raise ConfigError(f"temperature must be a non-negative finite number, got {p.temperature!r}")
-        stop = p.stop if isinstance(p.stop, list | tuple) else [p.stop] if p.stop is not None else []
-        if not all(isinstance(x, str) and x for x in stop):
+        if not all(isinstance(x, str) and x for x in _stop_strings(p.stop)):
             raise ConfigError(f"stop must be a non-empty string or a list of them, got {p.stop!r}")
 
     @classmethod
@@ -192,8 +196,7 @@ class DiffusionBackend(BaseBackend):
         (the max_tokens sent), then before the first stop token, then after the token that completes the first stop
         string; `finish_reason` with what matched (EOS, a stop token or string) or the length."""
         tokens, finish = cut_answer(result, max_new, self.lm.tokenizer.eos_token_id)
-        stops = SimpleNamespace(stop=(stop,) if isinstance(stop, str) else tuple(stop or ()),
-                                stop_ids=tuple(stop_ids or ()))
+        stops = SimpleNamespace(stop=_stop_strings(stop), stop_ids=tuple(stop_ids or ()))
         text = self.lm.tokenizer.decode(tokens, skip_special_tokens=True)
         tokens, _, matched = stopped_answer(tokens, text, stops, self.lm.tokenizer)
         if matched is not None:
@@ -218,10 +221,8 @@ class DiffusionBackend(BaseBackend):
 
     def _stops(self, tokens: list[int], sampling_params) -> bool:
         """Do an unconstrained gen's tokens so far hold a stop token or a stop string (then its row ends there)?"""
-        tokens = tokens[: sampling_params.max_new_tokens]
-        if set(sampling_params.stop_token_ids or ()) & set(tokens):
-            return True
-        return bool(sampling_params.stop) and self._text(tokens, None, sampling_params)[1] is not None
+        return holds_stop(tokens[: sampling_params.max_new_tokens], _stop_strings(sampling_params.stop),
+                          tuple(sampling_params.stop_token_ids or ()), self.lm.tokenizer)
 
     def _text(self, tokens: list[int], template, sampling_params) -> tuple[str, str | None]:
         """Committed text: every gen ends at its first stop string, constrained or not, as SGLang ends it (the text
@@ -315,8 +316,7 @@ class DiffusionBackend(BaseBackend):
         if sampling_params.stop_token_ids:
             params["stop_token_ids"] = [int(t) for t in sampling_params.stop_token_ids]
         if sampling_params.stop:  # (the server cuts the text and its tokens, and ends the row early)
-            stop = sampling_params.stop
-            params["stop"] = [stop] if isinstance(stop, str) else list(stop)
+            params["stop"] = list(_stop_strings(sampling_params.stop))
         if regex is not None:
             params["regex"] = regex
         if schema is not None:

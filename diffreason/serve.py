@@ -240,14 +240,6 @@ class Batcher:
         self.jobs.put(job)
         return job.done
 
-    def _stopped(self, job: Job, tokens: list[int]) -> bool:
-        """Do the tokens written so far hold one of the job's stop tokens or stop strings?"""
-        tokens = tokens[:job.max_new_tokens]
-        if any(t in job.stop_ids for t in tokens):
-            return True
-        text = self.engine.lm.tokenizer.decode(tokens, skip_special_tokens=True)
-        return bool(job.stop) and cut_at_stop(text, job.stop)[1] is not None
-
     def _work(self) -> None:
         from diffreason.engine import GenerationRequest
 
@@ -279,7 +271,8 @@ class Batcher:
                 written[index] += tokens
                 # (its row ends here: no one reads the rest, or a stop has come — unless a constraint's output
                 # must be checked whole)
-                return job.gone.is_set() or (job.template is None and self._stopped(job, written[index]))
+                return job.gone.is_set() or (job.template is None and holds_stop(
+                    written[index][:job.max_new_tokens], job.stop, job.stop_ids, self.engine.lm.tokenizer))
 
             try:  # (a job the engine refuses gets its error; the others are answered)
                 results = self.engine.generate_batch(requests, on_canvas=on_canvas, return_errors=True)
@@ -324,6 +317,14 @@ def cut_answer(result, max_new_tokens: int, eos: int | None) -> tuple[list[int],
     if result.finished and len(tokens) == len(result.tokens):
         return tokens, {"type": "stop", "matched": eos}
     return tokens, {"type": "length", "length": len(tokens)}
+
+
+def holds_stop(tokens: list[int], stop, stop_ids, tokenizer) -> bool:
+    """Do an answer's tokens so far hold one of `stop_ids` or, decoded, one of the `stop` strings? (An unconstrained
+    row that does ends at the canvas that holds it: the server's rows, the SGLang frontend's local gens.)"""
+    if any(t in stop_ids for t in tokens):
+        return True
+    return bool(stop) and cut_at_stop(tokenizer.decode(tokens, skip_special_tokens=True), stop)[1] is not None
 
 
 def stopped_answer(tokens: list[int], text: str, job: Job, tokenizer) -> tuple[list[int], str, Any]:
