@@ -158,15 +158,11 @@ def reads_as_written(code: InfillCode, texts: Sequence[str]) -> bool:
     import io
     import tokenize
 
-    spans, parts, at = [], [], 0  # (start, end, in a string) of each hole's text
-    for i, segment in enumerate(code.segments):
-        parts.append(segment)
-        at += len(segment)
-        if i < len(texts):
-            spans.append((at, at + len(texts[i]), scan("".join(parts)).quote is not None))
-            parts.append(texts[i])
-            at += len(texts[i])
-    text = "".join(parts)
+    spans = []  # (start, end, in a string) of each hole's text
+    for i, fill in enumerate(texts):
+        before = code.prefix(i, texts)
+        spans.append((len(before), len(before) + len(fill), scan(before).quote is not None))
+    text = code.fill(texts)
     starts = [0] + [i + 1 for i, c in enumerate(text) if c == "\n"]
     try:
         tokens = list(tokenize.generate_tokens(io.StringIO(text).readline))
