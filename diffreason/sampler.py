@@ -15,7 +15,7 @@ The numerics follow transformers' `EntropyBoundSampler` / `StableAndConfidentSto
 `draws="reference"` so do the random draws (a multinomial sample at every position, randint noise), so an
 unconstrained canvas reproduces `model.generate` token for token. `draws="sglang"` follows SGLang's Gemma4Renoise
 stream, so the server plugin reproduces upstream exactly on unconstrained requests. Each canvas draws from its own
-generator, so a request's result never depends on what else shares its batch.
+generator, so a request's draws never depend on what else shares its batch.
 
 `draws="fast"` samples the same distributions at a fraction of the cost (`_FastPlan`): statistics only over the free
 positions and, where every free position is restricted to a small set, only over the allowed ids (Sudoku: 9 of 1,465
@@ -33,11 +33,14 @@ from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
 import torch
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from diffreason.canvas import CanvasConstraint, CanvasTemplate
 from diffreason.constrain.slots import best_paths
 from diffreason.errors import ConfigError
+
+
+MIN_TEMPERATURE = 1e-6  # the lowest temperature a schedule may reach
 
 
 class SamplerConfig(BaseModel):
@@ -46,11 +49,13 @@ class SamplerConfig(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     max_denoising_steps: int = Field(48, ge=1, description="denoising steps per canvas at most")
-    entropy_bound: float = Field(0.1, gt=0, description="entropy budget of the accepted set per step")
-    t_max: float = Field(0.8, ge=0, description="temperature at the first step")
-    t_min: float = Field(0.4, ge=0, description="temperature the schedule falls towards")
+    entropy_bound: float = Field(0.1, gt=0, allow_inf_nan=False, description="entropy budget of the accepted set per "
+                                 "step")
+    t_max: float = Field(0.8, ge=0, allow_inf_nan=False, description="temperature at the first step")
+    t_min: float = Field(0.4, ge=0, allow_inf_nan=False, description="temperature the schedule falls towards")
     stability_threshold: int = Field(1, ge=0, description="argmax canvas unchanged for this many steps to stop")
-    confidence_threshold: float = Field(0.005, ge=0, description="mean entropy below this to stop; 0 disables")
+    confidence_threshold: float = Field(0.005, ge=0, allow_inf_nan=False, description="mean entropy below this to "
+                                        "stop; 0 disables")
     draws: Literal["reference", "fast", "sglang"] = Field(
         "reference",
         description="'reference': transformers' random stream (a sample at every position, token-identical to "
@@ -61,10 +66,22 @@ class SamplerConfig(BaseModel):
         "other fields, refuses unknown keys), so a loaded model draws 'reference' until told otherwise",
     )
 
+    @field_validator("max_denoising_steps", "stability_threshold", mode="before")
+    @classmethod
+    def _not_bool(cls, value):  # (pydantic reads True as 1)
+        if isinstance(value, bool):
+            raise ValueError(f"an integer, not {value!r}")
+        return value
+
     @model_validator(mode="after")
     def _schedule(self) -> "SamplerConfig":
         if self.t_max <= self.t_min:
             raise ValueError(f"t_max ({self.t_max}) must be greater than t_min ({self.t_min})")
+        lowest = self.t_min + (self.t_max - self.t_min) / self.max_denoising_steps
+        if lowest < MIN_TEMPERATURE:  # (far below it logits / T leave float32's range: NaN statistics, and fast draws'
+            # finite mask of -1e30 no longer keeps disallowed tokens out)
+            raise ValueError(f"the schedule's last temperature, t_min + (t_max - t_min) / max_denoising_steps = "
+                             f"{lowest:.3g}, must be at least {MIN_TEMPERATURE:g}")
         return self
 
     def temperature(self, steps_left: torch.Tensor) -> torch.Tensor:

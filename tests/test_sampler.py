@@ -58,6 +58,24 @@ def test_config_validation():
         SamplerConfig(entropy_bound=0)
 
 
+@pytest.mark.parametrize("fields, message", [
+    (dict(t_max=float("inf")), "t_max\n  Input should be a finite number"),
+    (dict(t_min=float("nan")), "t_min\n  Input should be a finite number"),
+    (dict(entropy_bound=float("inf")), "entropy_bound\n  Input should be a finite number"),
+    (dict(confidence_threshold=float("inf")), "confidence_threshold\n  Input should be a finite number"),
+    (dict(max_denoising_steps=True), "max_denoising_steps\n  Value error, an integer, not True"),
+    (dict(stability_threshold=False), "stability_threshold\n  Value error, an integer, not False"),
+    # (QA: at 1e-30 fast draws overwrote fixed tokens, reference draws raised inside torch.multinomial)
+    (dict(t_max=1e-30, t_min=0.0), "the schedule's last temperature, t_min \\+ \\(t_max - t_min\\) / "
+     "max_denoising_steps = 2.08e-32, must be at least 1e-06"),
+    (dict(t_max=4e-5, t_min=0.0, max_denoising_steps=48), "= 8.33e-07, must be at least 1e-06"),
+])
+def test_config_refuses_degenerate_values(fields, message):
+    with pytest.raises(ValueError, match=message):
+        SamplerConfig(**fields)
+    assert SamplerConfig(t_max=4.8e-5, t_min=0.0).t_max == 4.8e-5  # (the last temperature: exactly 1e-6)
+
+
 def test_step_accepts_the_confident_position_and_renoises_the_rest():
     vocab, length = 50, 6
     sampler = RenoiseSampler(SamplerConfig())

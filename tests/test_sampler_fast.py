@@ -204,6 +204,17 @@ def test_a_row_gives_the_same_tokens_alone_and_in_any_batch():
             assert batched[r] == alone[r], (order, r)
 
 
+def test_fast_draws_keep_the_template_at_the_lowest_temperature(tiny_lm):
+    """A nearly free canvas (fast draws: every position in one dense group, disallowed tokens biased by -1e30) at the
+    schedule's lowest allowed temperature keeps its fixed tokens and sets."""
+    template = CanvasTemplate.from_positions(tiny_lm.vocab_size, [7] * 5 + [{5, 6}] * 5)
+    config = SamplerConfig(draws="fast", max_denoising_steps=2, t_max=2e-6, t_min=0.0)
+    results = Engine(tiny_lm, config).generate_batch(
+        [GenerationRequest("hi", seed=s, template=template, max_new_tokens=64) for s in range(4)])
+    for result in results:
+        assert template.violations(result.raw_tokens[:10]) == []
+
+
 def test_successive_canvases_of_a_request_draw_new_numbers():
     """Keys come from the request's generator, so its next canvas (same generator, advanced) draws other numbers."""
     sampler = RenoiseSampler(SamplerConfig(draws="fast"))
