@@ -78,7 +78,7 @@ class SamplerConfig(BaseModel):
         if self.t_max <= self.t_min:
             raise ValueError(f"t_max ({self.t_max}) must be greater than t_min ({self.t_min})")
         lowest = self.t_min + (self.t_max - self.t_min) / self.max_denoising_steps
-        if lowest < MIN_TEMPERATURE:  # (far below it logits / T leave float32's range: NaN statistics, and fast draws'
+        if lowest < MIN_TEMPERATURE:  # (below it logits / T leave float32's range: NaN statistics, and fast draws'
             # finite mask of -1e30 no longer keeps disallowed tokens out)
             raise ValueError(f"the schedule's last temperature, t_min + (t_max - t_min) / max_denoising_steps = "
                              f"{lowest:.3g}, must be at least {MIN_TEMPERATURE:g}")
@@ -219,7 +219,7 @@ class StepOutput:
 
 
 # --------------------------------------------------------------------------------------------------------------------
-# Fast draws: a counter-based random stream, and where a step's work lies
+# Fast draws: a counter-based random stream, the first maximum, and where a step's work lies
 
 
 MASKED_OUT = -1e30  # a dense group's bias at disallowed tokens: softmax gives them 0, as -inf would, and 0 × it is 0
@@ -245,6 +245,21 @@ def counter_uniforms(keys: torch.Tensor, counters: torch.Tensor, length: int) ->
     z = z.bitwise_xor_(z.bitwise_right_shift(27).bitwise_and_(2**37 - 1)).mul_(_MIX2)
     z = z.bitwise_xor_(z.bitwise_right_shift(31).bitwise_and_(2**33 - 1))
     return z.bitwise_right_shift_(11).bitwise_and_(2**53 - 1).double().mul_(2.0**-53)
+
+
+def first_max(x: torch.Tensor, block: int = 32) -> tuple[torch.Tensor, torch.Tensor]:
+    """(max [N, 1], its first index [N]) of each row of x [N, V]: `x.max(dim=1, keepdim=True)`, in two cheaper
+    passes where V is a multiple of `block`: the rows' block maxima (a vectorised `amax`; CPU's max with indices is
+    not), the first block holding the row's maximum, then the first index in it — the same values and indices,
+    ties and NaN included (a NaN is every reduction's maximum, at its first place)."""
+    n, v = x.shape
+    if v % block or v < 4 * block or not x.is_contiguous():
+        top, first = x.max(dim=1, keepdim=True)
+        return top, first.squeeze(1)
+    cells = x.view(n, v // block, block)
+    top, first = cells.amax(dim=2).max(dim=1, keepdim=True)
+    first = first.squeeze(1)
+    return top, cells[torch.arange(n, device=x.device), first].argmax(dim=1).add_(first * block)
 
 
 @dataclass
@@ -579,7 +594,9 @@ class RenoiseSampler:
         """(entropy [N], argmax token [N], p_max [N], argmax rank [N], probs, masked, tempered) of a group's N
         positions; their tensors are [N, K] (compact) or [N, V] (dense). `free_logits`: the group's [N, V] logits,
         handed over (a plan's one dense group)."""
-        if free_logits is not None:
+        if free_logits is not None and group.bias is not None:  # (bias + logits / T at once: the same rounding)
+            tempered = torch.addcdiv(group.bias, free_logits, temperature[group.item_row, None])
+        elif free_logits is not None:
             tempered = free_logits / temperature[group.item_row, None]
         elif group.ids is not None:
             tempered = (flat.view(-1).index_select(0, group.gather).view(group.ids.shape)
@@ -588,17 +605,16 @@ class RenoiseSampler:
             tempered = (logits / temperature[:, None, None]).view(flat.shape)
         else:
             tempered = flat.index_select(0, group.items) / temperature[group.item_row, None]
-        if group.bias is None:
+        if group.bias is None or free_logits is not None:
             masked = tempered
         elif group.ids is None:  # (dense: a finite bias, so masked - top is finite where probs are 0)
             masked = tempered = tempered.add_(group.bias)
         else:  # (compact: the padding's -inf bias; self-conditioning takes `tempered`)
             masked = tempered + group.bias
         probs = torch.softmax(masked, dim=1, dtype=torch.float32)
-        top, rank = masked.max(dim=1, keepdim=True)  # (the first maximal index, as argmax)
-        top_prob = probs.gather(1, rank).squeeze(1)  # (exp(0) / S: the largest probability)
-        entropy = -top_prob.log() - (probs * (tempered - top)).sum(dim=1)
-        rank = rank.squeeze(1)
+        top, rank = first_max(masked)  # (the first maximal index, as argmax)
+        top_prob = probs.gather(1, rank[:, None]).squeeze(1)  # (exp(0) / S: the largest probability)
+        entropy = -top_prob.log() - (tempered - top).mul_(probs).sum(dim=1)  # (one [N, K] temporary, not two)
         argmax = group.ids.gather(1, rank[:, None]).squeeze(1) if group.ids is not None else rank
         return entropy, argmax, top_prob, rank, probs, masked, tempered
 

@@ -1,6 +1,7 @@
 """Engine benchmark: per-step time split (model forward / sampler / constraint) of diffreason on the paths users run —
 unconstrained generation (a `small` preset model, against transformers' `model.generate`, tokens checked identical),
-Sudoku (the shipped sudoku-base, batch 1 and 64), JSON (the shipped JSON model, a schema's template) and code infill
+Sudoku (the shipped sudoku-base, batch 1 and 64), JSON (the shipped JSON model, a schema's template; and 16 schemas'
+templates in one batch) and code infill
 (the shipped code model, a single-line hole's search: 2 samples × the slot lengths) — with reference draws, fast
 draws over the model's whole forward (`fast-whole`) and fast draws with the head and self-conditioning at free
 positions only (`fast`, the default; tokens checked identical to `fast-whole`), one thread and two, wall and CPU time.
@@ -88,15 +89,21 @@ def _paths(names: list[str], steps: int | None, preset: str) -> list[Path]:
             if f"sudoku-{batch}" in names:
                 paths.append(Path(f"sudoku-base ×{batch}", lm, requests[:batch],
                                   steps or lm.sampler_config.max_denoising_steps))
-    if "json" in names:
+    if "json" in names or "json-16" in names:
         from diffreason.structured import constraint_template
         from diffreason.tasks.json_corpus import prompt_of
 
         lm = load_model(WEIGHTS / "json-small")
-        template, _ = constraint_template(lm.tokenizer, lm.canvas_length, json_schema=SCHEMA)
-        paths.append(Path("json-small", lm,
-                          [GenerationRequest(prompt_of(SCHEMA), template=template, seed=0)],
-                          steps or lm.sampler_config.max_denoising_steps))
+        schemas = [SCHEMA] if "json" in names else []
+        schemas += served_schemas() if "json-16" in names else []
+        requests = [GenerationRequest(prompt_of(schema), seed=i,
+                                      template=constraint_template(lm.tokenizer, lm.canvas_length,
+                                                                   json_schema=schema)[0])
+                    for i, schema in enumerate(schemas)]
+        for name, part in (("json", requests[:1]), ("json-16", requests[-16:])):
+            if name in names:
+                paths.append(Path("json-small" + (" ×16" if name == "json-16" else ""), lm, part,
+                                  steps or lm.sampler_config.max_denoising_steps))
     if "infill" in names:
         from diffreason.tasks.infill.holes import parse_pair
         from diffreason.tasks.infill.search import Searcher
@@ -177,16 +184,20 @@ def _throughput(path: Path, models: dict) -> list[list[str]]:
     return rows
 
 
-def served_prompts() -> list[str]:
-    """The served batch's 16 prompts, as the JSON model was trained on them: SCHEMA's members and each subset of three
-    or four of them, untitled ("an object with id, customer, ...")."""
+def served_schemas() -> list[dict]:
+    """16 schemas: SCHEMA's members and each subset of three or four of them, untitled."""
     from itertools import combinations
-
-    from diffreason.tasks.json_corpus import prompt_of
 
     names = list(SCHEMA["properties"])
     subsets = [c for k in (5, 4, 3) for c in combinations(names, k)]
-    return [prompt_of({"type": "object", "properties": {n: SCHEMA["properties"][n] for n in c}}) for c in subsets]
+    return [{"type": "object", "properties": {n: SCHEMA["properties"][n] for n in c}} for c in subsets]
+
+
+def served_prompts() -> list[str]:
+    """The served batch's 16 prompts, as the JSON model was trained on them ("an object with id, customer, ...")."""
+    from diffreason.tasks.json_corpus import prompt_of
+
+    return [prompt_of(schema) for schema in served_schemas()]
 
 
 class RowPasses:
@@ -265,7 +276,7 @@ def _transformers_tokens(path: Path) -> list[int]:
                                max_denoising_steps=path.steps, confidence_threshold=NO_EARLY_STOP)
 
 
-PATHS = ("unconstrained", "sudoku-1", "sudoku-64", "json", "infill")
+PATHS = ("unconstrained", "sudoku-1", "sudoku-64", "json", "json-16", "infill")
 DRAWS = ("reference", "fast-whole", "fast")
 
 

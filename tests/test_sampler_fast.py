@@ -11,7 +11,7 @@ import torch
 from scipy.stats import chisquare
 
 from diffreason import CanvasConstraint, CanvasTemplate, Engine, GenerationRequest, RenoiseSampler, SamplerConfig
-from diffreason.sampler import MASKED_OUT, counter_uniforms
+from diffreason.sampler import MASKED_OUT, counter_uniforms, first_max
 
 M64 = 2**64 - 1
 
@@ -202,6 +202,25 @@ def test_a_row_gives_the_same_tokens_alone_and_in_any_batch():
         batched = _run(order, [templates[r] for r in order], [seeds[r] for r in order], C)
         for r in order:
             assert batched[r] == alone[r], (order, r)
+
+
+def test_first_max_is_torch_max_ties_and_nan_included():
+    g = torch.Generator().manual_seed(1)
+    for trial in range(600):
+        rows, width = int(torch.randint(1, 40, (1,), generator=g)), int(torch.randint(1, 40, (1,), generator=g))
+        x = torch.randint(-2, 2, (rows, width * (32 if trial % 2 else 1)), generator=g).float()  # (many ties)
+        if trial % 5 == 0:
+            x = torch.randn(x.shape, generator=g)
+        if trial % 3 == 0:
+            x[torch.rand(x.shape, generator=g) < 0.02] = float("nan")
+        if trial % 7 == 0:
+            x[torch.rand(x.shape, generator=g) < 0.05] = float("inf")
+        if trial % 11 == 0:
+            x[: rows // 2] = float("-inf")
+        top, index = x.max(dim=1, keepdim=True)
+        got_top, got_index = first_max(x)
+        assert torch.equal(got_index, index.squeeze(1)) and torch.equal(got_top.isnan(), top.isnan())
+        assert torch.equal(got_top.nan_to_num(), top.nan_to_num())
 
 
 def test_fast_draws_keep_the_template_at_the_lowest_temperature(tiny_lm):
