@@ -46,6 +46,8 @@ def train_byte_bpe(texts: Iterable[str] | None = None, vocab_size: int = 512) ->
 
 
 def wrap(tok: Tokenizer) -> PreTrainedTokenizerFast:
+    """`tok` for transformers, adding BOS in front of a text when special tokens are added (`tokenizer(text)`, as
+    SGLang encodes a request's `text`), as the engine and the training recipes lay a prompt out."""
     return PreTrainedTokenizerFast(
-        tokenizer_object=tok, pad_token=PAD, eos_token=EOS, bos_token=BOS, unk_token=UNK
+        tokenizer_object=tok, pad_token=PAD, eos_token=EOS, bos_token=BOS, unk_token=UNK, add_bos_token=True
     )

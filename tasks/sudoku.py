@@ -665,7 +665,8 @@ def make_tokenizer() -> PreTrainedTokenizerFast:
             vocab[f"r{ROW[cell] + 1}c{COL[cell] + 1}#{d}"] = given_token(cell, d)
     tok = Tokenizer(models.WordLevel(vocab=vocab, unk_token=UNK))
     tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
-    return PreTrainedTokenizerFast(tokenizer_object=tok, pad_token=PAD, eos_token=EOS, bos_token=BOS, unk_token=UNK)
+    return PreTrainedTokenizerFast(tokenizer_object=tok, pad_token=PAD, eos_token=EOS, bos_token=BOS, unk_token=UNK,
+                                   add_bos_token=True)  # (BOS first, as `wrap` adds it)
 
 
 def is_sudoku_model(lm) -> bool:

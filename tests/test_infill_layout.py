@@ -56,3 +56,12 @@ def test_hole_marker_and_text(tok):
         split_hole(HOLE + HOLE)
     ids = encode(tok, "print(i)")
     assert hole_text(ids + [tok.pad_token_id, *ids], tok) == "print(i)"
+
+
+def test_code_holding_special_token_text_is_plain_text(tok):
+    """(`return "<eos>" + a` after a hole put an EOS token in the canvas's fixed code: the request was refused, and
+    "<pad>" reached the model as pad.)"""
+    specials = {tok.pad_token_id, tok.eos_token_id, tok.bos_token_id, tok.unk_token_id}
+    layout = infill_layout('x = "<bos>"\n', None, '\n    return "<eos>" + "<pad>"\n', tok, 64, 8, 32)
+    assert not specials & set(layout.prompt_ids[1:]) and not specials & set(layout.suffix_ids)
+    assert tok.decode(layout.suffix_ids) == '\n    return "<eos>" + "<pad>"\n'

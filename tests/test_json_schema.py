@@ -2315,3 +2315,11 @@ def test_a_range_narrower_than_its_fractions_writes_decimals_too(schema):
     assert_fillings(schema, lambda v: True)
     if schema["type"] == "number":
         assert len({json.dumps(fill_and_parse(compile_schema(schema, TOK), seed)) for seed in range(8)}) > 1
+
+
+@pytest.mark.parametrize("name", ["<pad>", "a<eos>b", "<bos>", "<unk>x", "<start_of_image>"])
+def test_a_member_named_like_a_special_token_is_written_as_text(name):
+    """(The scaffold tokenized member names with special-token matching: "<pad>" became the pad token, a valid schema
+    then failed with an internal error, "a<eos>b" with an EOS inside the canvas.)"""
+    schema = {"type": "object", "properties": {name: {"type": "integer"}}, "required": [name]}
+    assert_fillings(schema, lambda v: list(v) == [name], seeds=4)

@@ -1,6 +1,8 @@
 """Checkpoints SGLang loads: SGLang's own loading code (server args, model config, the tokenizer manager's tokenizer
 and processor) run on every checkpoint diffreason ships or writes, as far as it goes without CUDA."""
 
+import asyncio
+
 import pytest
 
 pytest.importorskip("sglang")
@@ -63,10 +65,14 @@ def test_sglang_loads_the_checkpoint_up_to_the_device(which, written):
     assert manager.mm_processor.mm_tokens.image_token_id == config["image_token_id"]
     assert manager.processor.image_token_id == config["image_token_id"]
     # SGLang's tokenizer is ours: the same ids, the same vocabulary (nothing past the model's embeddings)
-    ours = load_model(path).tokenizer
+    lm = load_model(path)
+    ours = lm.tokenizer
     assert len(manager.tokenizer) == len(ours) == config["text_config"]["vocab_size"]
     text = "r1c1=5 r2c3=9" if which == "sudoku-base" else 'def f(x):\n    return {"a": [x, 1.5]}\n'
     assert manager.tokenizer.encode(text, add_special_tokens=False) == ours.encode(text, add_special_tokens=False)
+    # a request's `text` as SGLang's tokenizer manager encodes it is the prompt the engine (and training) lays out:
+    # BOS first (QA: the tokenizers added none, so SGLang's prompts lacked it)
+    assert asyncio.run(manager._tokenize_texts(text))[0] == lm.encode_prompt(text)
 
 
 def test_write_processor_refuses_a_tokenizer_without_image_markers(tmp_path):

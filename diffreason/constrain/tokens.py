@@ -808,11 +808,11 @@ class TokenizerAdapter:
         return spelled, sorted(spelled)
 
     def encode(self, text: str) -> tuple[int, ...]:
-        """Token ids of `text` (a literal), memoised (a tuple: callers share it): member names recur across schemas."""
+        """Token ids of `text` (a literal: a special token's text in it, such as "<eos>", is plain text), memoised (a
+        tuple: callers share it): member names recur across schemas."""
         if text not in self._encoded:
-            backend = getattr(self.tokenizer, "backend_tokenizer", None)  # (skips transformers' per-call overhead)
-            self._encoded[text] = tuple(backend.encode(text, add_special_tokens=False).ids if backend is not None
-                                        else self.tokenizer.encode(text, add_special_tokens=False))
+            self._encoded[text] = tuple(self.tokenizer.encode(text, add_special_tokens=False,
+                                                              split_special_tokens=True))
         return self._encoded[text]
 
     def convert_token_to_string(self, token: str) -> str:
