@@ -534,7 +534,8 @@ def train_sudoku(
         raise _not_started(run_dir) from None
     _train(lm, batches, cfg, run_dir, evaluate=sudoku.heldout_evaluator(tier=eval_tier),
            stream_state=(stream.state_dict, stream.load_state_dict),
-           identity={"preset": None if init_from else preset, "init_from": _resolved(init_from), "grow_to": grow_to,
+           identity={"task": "sudoku", "preset": None if init_from else preset, "init_from": _resolved(init_from),
+                     "grow_to": grow_to,
                      "puzzle_fraction": puzzle_fraction, "puzzle_pool": puzzle_pool if puzzle_fraction else None,
                      "curriculum": curriculum})
 
@@ -579,7 +580,7 @@ def train_sudoku_ar(
         raise _not_started(run_dir) from None
     _train(ar, batches, cfg, run_dir, evaluate=sudoku_ar.heldout_evaluator(), loss_fn=sudoku_ar.ar_loss,
            stream_state=(stream.state_dict, stream.load_state_dict),
-           identity={"preset": preset, "curriculum": curriculum})
+           identity={"task": "sudoku-ar", "preset": preset, "curriculum": curriculum})
 
 
 @train_app.command("json")
@@ -630,7 +631,7 @@ def train_json(
         raise _not_started(run_dir) from None
     err_console.print(f"{len(stream.examples)} training objects from {len(pairs)} valid instances")
     _train(lm, stream.batches(), cfg, run_dir, stream_state=(stream.state_dict, stream.load_state_dict),
-           identity={"schemas": str(schemas.resolve()), "init_from": _resolved(init_from)})
+           identity={"task": "json", "schemas": str(schemas.resolve()), "init_from": _resolved(init_from)})
 
 
 @train_app.command("code")
@@ -705,7 +706,7 @@ def train_code(
     except KeyboardInterrupt:
         raise _not_started(run_dir) from None
     _train(lm, stream.batch, cfg, run_dir, evaluate=evaluate, stream_state=(stream.state_dict, stream.load_state_dict),
-           identity={"preset": None if init_from else preset, "init_from": _resolved(init_from),
+           identity={"task": "code", "preset": None if init_from else preset, "init_from": _resolved(init_from),
                      "source": [str(s.resolve()) for s in source], "max_files": max_files})
 
 

@@ -364,6 +364,9 @@ def _check_identity(identity_file: Path, identity: dict, run_dir: Path, previous
         kept = {k: previous_config[k] for k in ("seed",) if isinstance(previous_config, dict) and k in previous_config}
     differ = [f"{k} {json.dumps(kept.get(k))} there, {json.dumps(v)} now" for k, v in identity.items()
               if k in kept and kept[k] != v]
+    # (a run of another task keeps options this one has not: a JSON run's schemas under `train code`; a run from
+    # before an option was kept lacks it, and is checked by the others)
+    differ += [f"{k} {json.dumps(v)} there, none now" for k, v in kept.items() if k not in identity and v is not None]
     if differ:
         raise DiffreasonError(f"--run-dir {str(run_dir)!r} holds another run ({'; '.join(differ)}): a resumed run "
                               "keeps its model and data streams; give the same options, or another --run-dir")

@@ -2,6 +2,7 @@
 resuming after a crash, a diverging run, Ctrl-C inside the trainer, and --threads on every command that runs a model."""
 
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -257,6 +258,27 @@ def test_a_run_json_that_cannot_be_read_stops_a_resume(tmp_path):
     (tmp_path / "run.json").unlink()  # (a run from before run.json: its train_config.json's seed is checked)
     with pytest.raises(DiffreasonError, match="holds another run"):
         train(lm, None, TrainConfig(steps=4, batch_size=2, eval_every=0, save_every=2, seed=5), tmp_path)
+
+
+@pytest.mark.parametrize("first, then, differ", [
+    ({"task": "json", "schemas": "/s", "init_from": None}, {"task": "code", "preset": "code-tiny", "init_from": None},
+     'task "json" there, "code" now; schemas "/s" there, none now'),
+    # (a run.json from before runs named their task: the other task's options tell them apart)
+    ({"schemas": "/s", "init_from": None}, {"task": "code", "preset": "code-tiny", "init_from": None},
+     'schemas "/s" there, none now'),
+])
+def test_a_run_of_another_task_is_not_resumed(tmp_path, first, then, differ):
+    """(`train code` resumed a `train json` run and the other way round: only the options both keep were compared.)"""
+    from diffreason.train import TrainConfig, train
+
+    cfg = TrainConfig(steps=2, batch_size=2, eval_every=0, save_every=2)
+    stream = S.SudokuStream(seed=1, pool_size=8)
+    lm = S.build_sudoku_model("sudoku-tiny", seed=1)
+    train(lm, S.sft_batches(stream, torch.Generator().manual_seed(1)), cfg, tmp_path, identity=first)
+    if "task" not in first:
+        (tmp_path / "run.json").write_text(json.dumps({"seed": 0, **first}))
+    with pytest.raises(DiffreasonError, match=re.escape(f"holds another run ({differ})")):
+        train(lm, None, cfg.model_copy(update={"steps": 4}), tmp_path, identity=then)
 
 
 def test_a_tokenizer_larger_than_the_embedding_is_a_load_error(checkpoint):
