@@ -448,11 +448,13 @@ def load_model(
     except ValueError as exc:  # pydantic's ValidationError: the file's first bad field
         raise ModelLoadError(f"{path / 'generation_config.json'}: {describe_validation_error(exc)}") from None
     try:
-        model = DiffusionGemmaForBlockDiffusion.from_pretrained(
-            path, local_files_only=True, dtype=dtype or torch.float32
+        model, info = DiffusionGemmaForBlockDiffusion.from_pretrained(
+            path, local_files_only=True, dtype=dtype or torch.float32, output_loading_info=True,
+            ignore_mismatched_sizes=True,  # (reported below with their shapes; transformers' error refers to a log)
         )
     except Exception as exc:  # transformers raises many types for a broken directory; the user needs one message
         raise ModelLoadError(f"could not load the weights in {str(path)!r}: {first_line(exc)}") from None
+    check_weights(path, model, info)
     try:
         tokenizer = PreTrainedTokenizerFast.from_pretrained(path, local_files_only=True)
     except Exception as exc:
@@ -471,6 +473,26 @@ def load_model(
         model.to(device)
     model.eval()
     return DiffusionLM(model=model, tokenizer=tokenizer, sampler_config=sampler_config, path=path)
+
+
+def check_weights(path: Path, model, info: dict) -> None:
+    """A ModelLoadError for weights that are not the model's whole and finite parameters: transformers fills a
+    missing tensor with random values and skips an unexpected one (a damaged or foreign file then generates noise),
+    and a NaN or infinite weight makes every step's statistics NaN."""
+    import torch
+
+    whole = "not a whole checkpoint of this model"
+    for kind, what, why in (("missing_keys", "lack", whole),
+                            ("unexpected_keys", "hold tensors the model does not have:", whole),
+                            ("mismatched_keys", "hold tensors of other shapes:", "config.json describes another model")):
+        names = sorted(f"{k[0]} ({list(k[1])} there, {list(k[2])} in the model)" if isinstance(k, tuple) and len(k) == 3
+                       else str(k) for k in info.get(kind) or ())
+        if names:
+            more = f" and {len(names) - 3} more" if len(names) > 3 else ""
+            raise ModelLoadError(f"the weights in {str(path)!r} {what} {', '.join(names[:3])}{more}: {why}")
+    bad = next((name for name, p in model.named_parameters() if not bool(torch.isfinite(p).all())), None)
+    if bad is not None:
+        raise ModelLoadError(f"the weights in {str(path)!r} are damaged: {bad} holds NaN or infinite values")
 
 
 def describe_validation_error(exc: ValueError) -> str:

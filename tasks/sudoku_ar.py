@@ -25,6 +25,7 @@ from pathlib import Path
 import torch
 
 from diffreason.errors import DiffreasonError, ModelLoadError, WrongModel, first_line
+from diffreason.model import check_weights
 from diffreason.tasks import sudoku as S
 
 UNK_ID = 3  # `diffreason.tokenizer.SPECIAL_TOKENS`: pad, eos, bos, unk, ...
@@ -104,10 +105,12 @@ def load_ar_model(path: str | Path) -> ARSudoku:
     if model_type != "gemma4_text":
         raise WrongModel(f"{str(path)!r} is not an autoregressive Sudoku baseline (model_type {model_type!r})")
     try:
-        model = Gemma4ForCausalLM.from_pretrained(path, dtype=torch.float32)
+        model, info = Gemma4ForCausalLM.from_pretrained(path, dtype=torch.float32, output_loading_info=True,
+                                                        ignore_mismatched_sizes=True)
         tokenizer = AutoTokenizer.from_pretrained(path)
     except Exception as exc:  # transformers raises many types for a broken directory; the user needs one message
         raise ModelLoadError(f"cannot load {str(path)!r}: {first_line(exc)}") from None
+    check_weights(path, model, info)
     if tokenizer.get_vocab() != S.make_tokenizer().get_vocab():
         raise WrongModel(f"{str(path)!r} is not a Sudoku model (its vocabulary differs)")
     model.eval()

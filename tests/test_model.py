@@ -1,6 +1,7 @@
 """Presets, save/load round trip, generation-config defaults, and one clear error per broken checkpoint."""
 
 import json
+import re
 import shutil
 
 import pytest
@@ -81,6 +82,32 @@ def test_load_errors(tmp_path, tiny_checkpoint):
     (corrupt / "model.safetensors").write_bytes(b"\x00" * 100)
     with pytest.raises(ModelLoadError, match="could not load the weights"):
         load_model(corrupt)
+
+    # (QA: a missing or foreign tensor was filled at random or skipped, a NaN weight was a traceback mid-generation)
+    from safetensors.torch import load_file, save_file
+
+    weights = load_file(tiny_checkpoint / "model.safetensors")
+    name = sorted(k for k in weights if "q_proj" in k)[0]
+    for case, tensors, message in [
+        ("missing", {k: v for k, v in weights.items() if k != name}, f"lack {re.escape(name)}"),
+        ("unexpected", {**weights, "extra.weight": torch.zeros(2)}, "hold tensors the model does not have: "
+         "extra.weight: not a whole checkpoint"),
+        ("nan", {**weights, name: torch.full_like(weights[name], float("nan"))}, "are damaged: .*q_proj.weight holds "
+         "NaN or infinite values"),
+    ]:
+        damaged = tmp_path / case
+        shutil.copytree(tiny_checkpoint, damaged)
+        save_file(tensors, damaged / "model.safetensors", metadata={"format": "pt"})
+        with pytest.raises(ModelLoadError, match=message):
+            load_model(damaged)
+    narrow = tmp_path / "narrow"
+    shutil.copytree(tiny_checkpoint, narrow)
+    config = json.loads((narrow / "config.json").read_text())
+    config["text_config"]["hidden_size"] //= 2
+    (narrow / "config.json").write_text(json.dumps(config))
+    with pytest.raises(ModelLoadError, match=r"hold tensors of other shapes: .* there, .* in the model\).* more: "
+                       "config.json describes another model"):
+        load_model(narrow)
 
     noweights = tmp_path / "noweights"
     shutil.copytree(tiny_checkpoint, noweights)
