@@ -485,8 +485,8 @@ def check_weights(path: Path, model, info: dict) -> None:
     for kind, what, why in (("missing_keys", "lack", whole),
                             ("unexpected_keys", "hold tensors the model does not have:", whole),
                             ("mismatched_keys", "hold tensors of other shapes:", "config.json describes another model")):
-        names = sorted(f"{k[0]} ({list(k[1])} there, {list(k[2])} in the model)" if isinstance(k, tuple) and len(k) == 3
-                       else str(k) for k in info.get(kind) or ())
+        names = sorted(f"{k[0]} ({list(k[1])} there, {list(k[2])} in the model)"
+                       if isinstance(k, tuple) and len(k) == 3 else str(k) for k in info.get(kind) or ())
         if names:
             more = f" and {len(names) - 3} more" if len(names) > 3 else ""
             raise ModelLoadError(f"the weights in {str(path)!r} {what} {', '.join(names[:3])}{more}: {why}")
