@@ -18,7 +18,10 @@ says which held (`SandboxResult.isolation`, `.protections`):
     the namespace), as a fresh random unprivileged uid/gid (so RLIMIT_NPROC binds and counts only this run's
     processes, and the uid can neither signal nor write anything of anyone else), with no capabilities,
     no_new_privs and PR_SET_PDEATHSIG; the new IPC namespace holds no System V shared memory or message queues
-    (kernel memory past the address-space limit; a user namespace cannot set those sysctls, and says so).
+    (kernel memory past the address-space limit; a user namespace cannot set those sysctls, and says so), and a
+    seccomp filter (libseccomp) refuses new namespaces — a user namespace of the code's own would give it every
+    capability there —, the kernel keyrings (their keys outlive the run), bpf, perf events, userfaultfd, io_uring,
+    mounts and kernel modules (`protections["syscalls"]`; in every mode, where libseccomp is installed).
 ``userns`` (an unprivileged user where user namespaces are allowed)
     the same inside a new user namespace mapped to the caller's own uid (uid 0 inside, no capabilities left:
     the bounding set is dropped before the exec); RLIMIT_NPROC counts per user namespace, so again only this run.
@@ -124,6 +127,14 @@ PR_SET_CHILD_SUBREAPER = 36
 MEMORY_EXIT = 86  # the guard's exit status for an uncaught MemoryError
 SETUP_EXIT = 87  # the launcher's exit status when it could not start the code (reported on the status pipe)
 HIDDEN_DIRS = ("/tmp", "/var/tmp", "/run", "/dev/shm", "/root", "/home")
+# What the code may not call (the launcher's seccomp filter): EPERM, as if it lacked the privilege
+DENIED_SYSCALLS = ("unshare", "setns", "keyctl", "add_key", "request_key", "bpf", "perf_event_open", "userfaultfd",
+                   "io_uring_setup", "io_uring_enter", "io_uring_register", "mount", "umount2", "pivot_root",
+                   "fsopen", "fsconfig", "fsmount", "fspick", "open_tree", "move_mount", "mount_setattr",
+                   "kexec_load", "kexec_file_load", "init_module", "finit_module", "delete_module")
+CLONE_NEWCGROUP, CLONE_NEWTIME = 0x02000000, 0x00000080
+NAMESPACE_FLAGS = (CLONE_NEWNS, CLONE_NEWUTS, CLONE_NEWIPC, CLONE_NEWUSER, CLONE_NEWPID, CLONE_NEWNET, CLONE_NEWCGROUP,
+                   CLONE_NEWTIME)
 
 # The guard: the first code of the final interpreter (passed with -c). It installs the audit hook, replaces
 # __main__ by a fresh module and runs the program file in it. argv: [-c, the descriptor its config json is read from,
@@ -490,6 +501,47 @@ def _launch(cfg: dict) -> int:
             return f"new IPC namespace; could not set {', '.join(failed)} to 0"
         return "new IPC namespace without System V shared memory or message queues"
 
+    def deny_syscalls():
+        """A seccomp filter (libseccomp, through ctypes) refusing with EPERM what no test needs and what reaches the
+        kernel past the run's uid and limits: new namespaces (unshare, setns, clone with a CLONE_NEW* flag; clone3,
+        whose flags a filter cannot read, is ENOSYS, so the C library falls back to clone) — a user namespace of its
+        own gave the code every capability there and a fresh IPC namespace's System V memory (QA, 2026-12-07) —,
+        the kernel keyrings (keys outlive the run), bpf, perf events, userfaultfd, io_uring, mounts and modules.
+        Other ABIs of the machine (i386 on x86-64) are killed. Returns what holds, for `protections`."""
+        try:
+            lib = ctypes.CDLL("libseccomp.so.2", use_errno=True)
+        except OSError:
+            return "off (libseccomp.so.2 not found)"
+
+        class ArgCmp(ctypes.Structure):  # struct scmp_arg_cmp
+            _fields_ = [("arg", ctypes.c_uint), ("op", ctypes.c_int), ("datum_a", ctypes.c_uint64),
+                        ("datum_b", ctypes.c_uint64)]
+
+        lib.seccomp_init.restype, lib.seccomp_init.argtypes = ctypes.c_void_p, [ctypes.c_uint32]
+        lib.seccomp_rule_add_array.argtypes = [ctypes.c_void_p, ctypes.c_uint32, ctypes.c_int, ctypes.c_uint,
+                                               ctypes.POINTER(ArgCmp)]
+        lib.seccomp_syscall_resolve_name.argtypes = [ctypes.c_char_p]
+        lib.seccomp_load.argtypes = lib.seccomp_release.argtypes = [ctypes.c_void_p]
+        allow, eperm, enosys, masked_eq = 0x7FFF0000, 0x00050000 | 1, 0x00050000 | 38, 7
+        ctx = lib.seccomp_init(allow)
+        if not ctx:
+            return "off (seccomp_init failed)"
+        try:
+            rules = [(name, eperm, None) for name in DENIED_SYSCALLS] + [("clone3", enosys, None)]
+            rules += [("clone", eperm, flag) for flag in NAMESPACE_FLAGS]
+            for name, action, flag in rules:
+                number = lib.seccomp_syscall_resolve_name(name.encode())
+                if number < 0:  # (not on this architecture)
+                    continue
+                args = (ArgCmp * 1)(ArgCmp(0, masked_eq, flag, flag)) if flag is not None else None
+                if lib.seccomp_rule_add_array(ctx, action, number, 1 if args else 0, args) < 0:
+                    return f"off (seccomp_rule_add for {name} failed)"
+            if lib.seccomp_load(ctx) < 0:
+                return "off (seccomp_load failed)"
+        finally:
+            lib.seccomp_release(ctx)
+        return "seccomp: no new namespaces, keyrings, bpf, perf events, userfaultfd, io_uring, mounts or modules"
+
     def become_ns_root():
         # uid/gid 0 of the user namespace, i.e. the mapped outer uid; until now this process kept its outer uid,
         # which let the binds above be taken with the caller's own file rights. Capabilities in the namespace stay.
@@ -693,6 +745,7 @@ def _launch(cfg: dict) -> int:
             if mode == "userns":
                 drop_bounding_set()
             libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
+            prot["syscalls"] = deny_syscalls()
             if mode != "none":
                 libc.prctl(PR_SET_PDEATHSIG, 9, 0, 0, 0)  # after the uid change, which clears it
                 if lifeline_r is not None:
@@ -788,7 +841,8 @@ if __name__ == "__main__":
     # (the config comes on a pipe, not on the command line: pid 1 in the namespace is a fork of this process, and its
     # /proc/1/cmdline would show the code the end token and status it must not know: QA, 2026-12-07)
     with os.fdopen(int(sys.argv[1]), "rb") as _cfg:
-        sys.exit(_launch(json.loads(_cfg.read())))
+        _config = json.loads(_cfg.read())
+    sys.exit(_launch(_config))  # (the pipe closed first: the code inherited its read end)
 
 # ---------------------------------------------------------------------------------------------------------------------
 # The parent side

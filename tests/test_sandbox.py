@@ -451,6 +451,37 @@ print(libc.shmget(0, 1 << 20, 0o1600), libc.msgget(0, 0o1600))
         assert r.protections["ipc"] == "new IPC namespace without System V shared memory or message queues"
 
 
+def test_no_new_namespaces_keyrings_or_clone3(sandbox):
+    """QA, 2026-12-07: the code made a user namespace of its own (every capability in it, netfilter sockets, a fresh
+    IPC namespace whose System V memory passed the limit) and pinned kernel memory in its uid's keyring after the run.
+    A seccomp filter refuses them; forks and threads still work (clone3 is ENOSYS: the C library falls back)."""
+    if sandbox.hook:
+        pytest.skip("ctypes is what the audit hook refuses; the OS layer is what is tested")
+    code = """
+import ctypes, errno, os, threading
+libc = ctypes.CDLL(None, use_errno=True)
+libc.syscall.restype = ctypes.c_long
+def errno_of(result):
+    return errno.errorcode.get(ctypes.get_errno()) if result < 0 else "allowed"
+print(errno_of(libc.unshare(0x10000000)), errno_of(libc.unshare(0x08000000)))
+print(errno_of(libc.syscall(56, 0x10000000 | 17, 0, 0, 0, 0)))  # clone(CLONE_NEWUSER | SIGCHLD)
+print(errno_of(libc.syscall(248, b"user", b"k", b"x", ctypes.c_size_t(1), ctypes.c_long(-4))))  # add_key
+print(errno_of(libc.syscall(435, None, 0)))  # clone3
+pid = os.fork()
+if pid == 0:
+    os._exit(7)
+print(os.waitpid(pid, 0)[1] >> 8)
+done = []
+thread = threading.Thread(target=done.append, args=(1,))
+thread.start(); thread.join()
+print(done)
+"""
+    r = sandbox(code)
+    assert r.passed, r
+    assert r.stdout.splitlines() == ["EPERM EPERM", "EPERM", "EPERM", "ENOSYS", "7", "[1]"], r.stdout
+    assert r.protections["syscalls"].startswith("seccomp: no new namespaces"), r.protections
+
+
 def test_exec_and_subprocess_refused_by_hook(sandbox):
     if not sandbox.hook:
         pytest.skip("the audit hook is off")
