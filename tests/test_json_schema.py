@@ -2323,3 +2323,54 @@ def test_a_member_named_like_a_special_token_is_written_as_text(name):
     then failed with an internal error, "a<eos>b" with an EOS inside the canvas.)"""
     schema = {"type": "object", "properties": {name: {"type": "integer"}}, "required": [name]}
     assert_fillings(schema, lambda v: list(v) == [name], seeds=4)
+
+
+@pytest.mark.parametrize("schema, check", [
+    ({"type": "array", "prefixItems": [True, False]}, lambda v: len(v) <= 1),
+    ({"type": "array", "prefixItems": [{"type": "integer"}, False], "minItems": 1}, lambda v: len(v) == 1),
+    ({"type": "array", "prefixItems": [False]}, lambda v: v == []),
+])
+def test_a_tuple_item_of_the_schema_false_ends_the_arrays_before_it(schema, check):
+    """(It was refused: "the schema false accepts no value at /items/1", though shorter arrays are valid.)"""
+    assert_fillings(schema, check, seeds=4)
+    with pytest.raises(SchemaError, match="minItems 2 needs item 1, which the schema false at /prefixItems/1 forbids"):
+        compile_schema({**schema, "prefixItems": [True, False], "minItems": 2}, TOK)
+
+
+@pytest.mark.parametrize("bounds", [{"minimum": 5, "maximum": 3}, {"minimum": 3, "exclusiveMaximum": 3},
+                                    {"minLength": 5, "maxLength": 3}, {"minItems": 3, "maxItems": 1},
+                                    {"minProperties": 2, "maxProperties": 1}])
+def test_untyped_bounds_no_value_meets_write_another_type(bounds):
+    """(Bounds of one type bind only that type's values; without `type` the others are valid, but it was refused:
+    "numeric bounds too tight to express".)"""
+    schema = {"type": "object", "properties": {"a": bounds}, "required": ["a"]}
+    assert_fillings(schema, lambda v: True, seeds=4)
+    assert any("/properties/a: no " in note and "a value of another type" in note
+               for note in compile_schema(schema, TOK).fixed)
+    with pytest.raises(SchemaError, match="lookarounds"):  # (what the compiler cannot write is still refused)
+        compile_schema({"pattern": "(?<=a)b"}, TOK)
+    # a oneOf branch keeps to its own type (a value of another may be the other branches' too): valid or refused
+    one_of = {"oneOf": [bounds, {"type": "string"}, {"type": "array"}]}
+    try:
+        compile_schema(one_of, TOK)
+    except SchemaError as exc:
+        assert " at /oneOf/0" in str(exc)
+    else:
+        assert invalid_fillings(one_of, 8) == []
+
+
+@pytest.mark.parametrize("schema, check", [
+    ({"type": "array", "prefixItems": [{"type": "integer"}], "contains": {"type": "string"}, "minItems": 1},
+     lambda v: isinstance(v[0], int) and any(isinstance(x, str) for x in v)),
+    ({"type": "array", "prefixItems": [{"type": "integer"}, {"type": "string"}], "contains": {"type": "string"}},
+     lambda v: len(v) == 2),
+    ({"type": "array", "prefixItems": [{"type": "integer"}], "items": {"type": "boolean"},
+      "contains": {"const": True}, "minContains": 2, "maxItems": 3}, lambda v: v[1:] == [True, True]),
+])
+def test_contains_beside_a_tuple_takes_the_items_that_can_match(schema, check):
+    """(`contains` was put on the first items whatever they were: an integer item and `contains: string` was refused
+    as "types ['integer'] and ['string'] accept no common value at /items/0/allOf/1/type".)"""
+    assert_fillings(schema, check, seeds=4)
+    with pytest.raises(SchemaError, match="cannot hold the 1 'contains' needs at /contains"):
+        compile_schema({**schema, "items": False, "minContains": 1, "maxItems": 1} if "items" in schema else
+                       {**schema, "prefixItems": [{"type": "integer"}], "items": False}, TOK)

@@ -49,7 +49,7 @@ class ContainersMixin:
 
     def tuple_regex(self, schema: dict, item_schemas: list, need: int, path: str, seen: tuple) -> tuple[str, int]:
         """Exactly these items (the first `need` also matching `contains`)."""
-        item_schemas = self.containing_tuple(schema, item_schemas, need, path)
+        item_schemas = self.containing_tuple(schema, item_schemas, need, path, seen)
         if schema.get("uniqueItems") and not self.pairwise_distinct(item_schemas, seen):
             text = json_text(self.distinct_items(schema, item_schemas, path, seen))
             return Choice([text]), len(text) + 2
@@ -95,18 +95,37 @@ class ContainersMixin:
     def array_items(self, schema: dict, path: str) -> tuple[list, bool]:
         """(item schemas, is a tuple) of the arrays we write: every item of a tuple, or one schema for a homogeneous
         array (the regex repeats it; the scaffold writes it max(minItems, 1) times). No items: only [] is written."""
-        lo = int(schema.get("minItems", 0))
-        hi = int(schema.get("maxItems", max(lo, self.budget.array_items)))
-        if lo > hi:
-            self.fail(path, f"minItems {lo} > maxItems {hi}")
+        lo, hi = self.item_bounds(schema, path)
         tuple_items = self.tuple_items(schema, path)
         if tuple_items is None:
             return ([] if hi == 0 else [schema.get("items", UNDECLARED_ITEM)]), False
-        prefix, rest = tuple_items
+        prefix, rest, hi = self.tuple_parts(schema, path)
         n = min(max(len(prefix), lo), hi)  # as many items as the tuple declares, within the bounds
         if n > len(prefix) and rest is False:
             self.fail(path, f"minItems {lo} needs more items than the tuple's {len(prefix)}")
         return [prefix[i] if i < len(prefix) else rest for i in range(n)], True
+
+    def item_bounds(self, schema: dict, path: str) -> tuple[int, int]:
+        """(minItems, maxItems) of the arrays we write (maxItems: the budget's item count at least minItems where
+        the schema sets none)."""
+        lo = int(schema.get("minItems", 0))
+        hi = int(schema.get("maxItems", max(lo, self.budget.array_items)))
+        if lo > hi:
+            self.fail(path, f"minItems {lo} > maxItems {hi}")
+        return lo, hi
+
+    def tuple_parts(self, schema: dict, path: str) -> tuple[list, Any, int]:
+        """(positional item schemas, the schema of any further item, most items) of a tuple array: a positional item
+        of the schema false ends the arrays before it."""
+        lo, hi = self.item_bounds(schema, path)
+        prefix, rest = self.tuple_items(schema, path)
+        if any(item is False for item in prefix):  # (an item no value satisfies)
+            end = next(i for i, item in enumerate(prefix) if item is False)
+            if lo > end:
+                self.fail(path, f"minItems {lo} needs item {end}, which the schema false at {path}/prefixItems/{end} "
+                                "forbids")
+            prefix, rest, hi = prefix[:end], False, min(hi, end)
+        return prefix, rest, hi
 
     def contains_count(self, schema: dict, path: str) -> int:
         """How many items must match `contains` (minContains, default 1; 0 without contains)."""
@@ -182,12 +201,26 @@ class ContainersMixin:
         no items (any item is valid; the strings written for undeclared items are the compiler's choice)."""
         return schema["contains"] if item is UNDECLARED_ITEM else {"allOf": [item, schema["contains"]]}
 
-    def containing_tuple(self, schema: dict, items: list, need: int, path: str) -> list:
-        """A tuple's item schemas with its first `need` items also matching `contains` (a sound subset of the tuples
-        with that many matches anywhere)."""
-        if need > len(items):
-            raise NoValue(f"the tuple's {len(items)} items cannot hold the {need} 'contains' needs at {path}/contains")
-        return [{"allOf": [item, schema["contains"]]} for item in items[:need]] + items[need:]
+    def containing_tuple(self, schema: dict, items: list, need: int, path: str, seen: tuple = ()) -> list:
+        """A tuple's item schemas with `need` of them also matching `contains`: the first items that can, then items
+        past the tuple's end where its bounds and further items allow (a sound subset of the tuples with that many
+        matches anywhere; `[integer]` with `contains: string` writes `[1, "a"]`)."""
+        if not need:
+            return items
+        _, rest, hi = self.tuple_parts(schema, path)
+        out, chosen = list(items), 0
+        for i, item in enumerate(out):
+            both = {"allOf": [item, schema["contains"]]}
+            if chosen < need and self.writable(both, f"{path}/items/{i}", seen):
+                out[i], chosen = both, chosen + 1
+        while chosen < need and rest is not False and len(out) < hi:
+            both = {"allOf": [rest, schema["contains"]]}
+            if not self.writable(both, f"{path}/items/{len(out)}", seen):
+                break
+            out, chosen = out + [both], chosen + 1
+        if chosen < need:
+            raise NoValue(f"the tuple's items cannot hold the {need} 'contains' needs at {path}/contains")
+        return out
 
     def pairwise_distinct(self, items: list, seen: tuple) -> bool:
         """Does every value we write for items[i] fail items[j] (i != j), so that a tuple's items never repeat?"""

@@ -206,7 +206,7 @@ class LayoutMixin:
                 items = [self.matching_item(schema, items[0])] * need + items[need:]
             self.fix(f"{path or '#'}: always {len(items)} item(s)")
         elif need:
-            items = self.containing_tuple(schema, items, need, path)
+            items = self.containing_tuple(schema, items, need, path, seen)
         if is_tuple and schema.get("uniqueItems") and not self.pairwise_distinct(items, seen):
             return [self.text(json_text(self.distinct_items(schema, items, path, seen)))]
         parts = [self.text("[")]
