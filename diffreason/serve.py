@@ -62,6 +62,24 @@ SAMPLING_PARAMS = {"max_new_tokens", "stop", "stop_token_ids", "stop_regex", "te
                    "json_schema", "regex", "ebnf", "structural_tag", "ignore_eos", "skip_special_tokens",
                    "spaces_between_special_tokens", "no_stop_trim", "stream_interval", "logit_bias", "sampling_seed",
                    "custom_params", "watermark"}
+# SGLang's GenerateReqInput (0.5.23): the fields a /generate body may have (the ones the engine does not use are read
+# as SGLang would leave them, or refused above); another key is a mistake this server names (SGLang drops it unread)
+REQUEST_FIELDS = {
+    "audio_data", "background", "bootstrap_host", "bootstrap_pair_key", "bootstrap_port", "bootstrap_room",
+    "cache_salt", "conversation_id", "custom_labels", "custom_logit_processor", "data_parallel_rank", "decode_tp_size",
+    "disagg_prefill_dp_rank", "encoder_urls", "external_trace_header", "extra_key", "http_worker_ipc", "image_data",
+    "image_max_dynamic_patch", "images_config", "input_embeds", "input_ids", "kv_hints", "log_metrics",
+    "logprob_start_len", "lora_id", "lora_path", "max_dynamic_patch", "max_thinking_tokens", "min_dynamic_patch",
+    "mm_content_hashes", "mm_hashes", "mm_processor_kwargs", "modalities", "multi_item_delimiter_indices",
+    "need_wait_for_mm_inputs", "no_logs", "num_items_assigned", "positional_embed_overrides", "priority",
+    "received_time", "require_reasoning", "return_bytes", "return_entropy", "return_flat_raw_output_top_logprobs",
+    "return_flat_raw_top_logprobs", "return_flat_raw_top_logprobs_b64", "return_hidden_states", "return_indexer_topk",
+    "return_logprob", "return_prompt_token_ids", "return_routed_experts", "return_sampling_mask",
+    "return_text_in_logprobs", "rid", "routed_dp_rank", "routed_experts_start_len", "routing_key",
+    "sampling_logprobs_mode", "sampling_params", "session_id", "session_params", "stream", "text", "token_ids_logprob",
+    "token_indices_to_pool", "top_logprobs_num", "use_audio_in_video", "video_config", "video_data",
+    "video_max_dynamic_patch", "watermark",
+}
 NOT_DONE = {"skip_special_tokens": True, "spaces_between_special_tokens": True, "no_stop_trim": False,
             "beam_width": None, "watermark": None}
 
@@ -93,6 +111,11 @@ def parse_request(body: Any, tokenizer, canvas_length: int, lm=None) -> tuple[li
 
     if not isinstance(body, dict):
         raise RequestError("the body must be a JSON object")
+    unknown = sorted(k for k in body if k not in REQUEST_FIELDS)
+    if unknown:  # (a sampling_seed there was dropped unread, and seed 0 answered: QA, 2026-12-07)
+        where = [k for k in unknown if k in SAMPLING_PARAMS]
+        raise RequestError(f"unknown request field(s) {', '.join(map(repr, unknown))}"
+                           + (f" ({', '.join(where)} belong(s) in sampling_params)" if where else ""))
     if body.get("input_ids") is not None:
         if body.get("text") is not None:
             raise RequestError("give text or input_ids, not both")

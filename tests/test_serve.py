@@ -143,6 +143,10 @@ def test_an_unconstrained_answer_ends_at_max_new_tokens(server):
     ({"text": "a\ud800b"}, None, "text holds a lone surrogate"),
     ({"text": "a", "rid": "\udc00"}, None, "rid holds a lone surrogate"),
     ({"text": "a", "sampling_params": {"max_tokens": 5}}, None, "unknown sampling_params 'max_tokens'"),
+    # (QA, 2026-12-07: a sampling_seed beside sampling_params was dropped unread: seed 0 answered)
+    ({"text": "a", "sampling_seed": 3}, None, "unknown request field(s) 'sampling_seed' (sampling_seed belong(s) in "
+     "sampling_params)"),
+    ({"text": "a", "sampling_param": {}}, None, "unknown request field(s) 'sampling_param'"),
     ({"text": "a", "sampling_params": {"temperature": -1}}, None, "temperature must be a non-negative finite number"),
     ({"text": "a", "sampling_params": {"temperature": "hot"}}, None, "temperature must be a non-negative finite"),
     ({"text": "a", "sampling_params": {"top_p": 5}}, None, "top_p must be in (0, 1]"),
