@@ -1165,10 +1165,15 @@ def eval_json(
 
     from diffreason.evals.json_eval import run_eval, write_report
     from diffreason.model import load_model
-    from diffreason.tasks.json_corpus import sample_schema_files
+    from diffreason.tasks.json_corpus import collection_of, sample_schema_files
     from diffreason.tokenizer import train_byte_bpe
 
     wanted = [c.strip() for c in collections.split(",") if c.strip()]
+    present = {collection_of(f.name) for f in schemas.glob("*.json")}
+    missing = [c for c in wanted if c not in present]
+    if missing and present:  # (one misspelt name beside good ones shrank the eval without a word: QA, 2026-12-07)
+        raise DiffreasonError(f"--collections: {str(schemas)!r} holds no schema of {', '.join(map(repr, missing))} "
+                              f"(its collections: {', '.join(sorted(present))})")
     files = sample_schema_files(schemas, limit, wanted, heldout)
     if not files:
         raise DiffreasonError(f"no schema files selected in {schemas}")

@@ -303,15 +303,19 @@ def read_puzzle_input(puzzle: str | None, file: Path | None, option: str = "--fi
     """(the puzzles given, where they come from: the file's name, 'stdin', or None for `puzzle`) — the command line's
     PUZZLE argument, its --file, or else stdin (the messages name them so); `-` for either reads stdin.
 
-    A malformed `puzzle`, or a source with no puzzle at all, is a DiffreasonError; a file's bad puzzles are entries
-    with an error (`read_puzzles`), so that its good ones are still answered.
+    A source with no puzzle at all is a DiffreasonError; a bad puzzle — `puzzle` itself, or one of a file's — is an
+    entry with an error (`read_puzzles`), so that a file's good ones are still answered and `--json` prints a record
+    for each.
     """
     if puzzle is not None and file is not None:
         raise DiffreasonError("give a PUZZLE or --file, not both")
     if puzzle is not None and puzzle.strip() == "-" or file is not None and str(file) == "-":
         puzzle = file = None  # (stdin, as the Unix convention names it)
     if puzzle is not None:
-        return [PuzzleEntry(1, puzzle.strip(), cells=parse(puzzle))], None
+        try:
+            return [PuzzleEntry(1, puzzle.strip(), cells=parse(puzzle))], None
+        except SudokuError as exc:  # (--json printed no record for it, as it does for a file's: QA, 2026-12-07)
+            return [PuzzleEntry(1, puzzle.strip(), error=str(exc))], None
     if file is not None:
         source = str(file)
         if not file.exists():

@@ -218,6 +218,9 @@ CASES = [
     (EVAL + ["--budgets", "2,99999", "--out", "{D}/out"], None, "--budgets values must be at most 4096", True),
     (EVAL + ["--t-max", "inf", "--out", "{D}/out"], None, "--t-max must be a finite number", True),
     (["eval", "json", "--schemas", "{D}/schemas", "--threads", "-1"], None, "--threads must be at least 0", True),
+    # (QA, 2026-12-07: a misspelt collection beside a good one shrank the eval without a word)
+    (["eval", "json", "--schemas", "{D}/schemas", "--collections", "a,Nope", "--out", "{D}/out"], None,
+     "--collections: '{D}/schemas' holds no schema of 'Nope' (its collections: a)", False),
     # (QA, 2026-12-07: a model that cannot write JSON was reported as compiler crashes)
     (["eval", "json", "--schemas", "{D}/schemas", "--model", "{SUD}", "--out", "{D}/out"], None,
      "--model '{SUD}' cannot write JSON", False),
@@ -418,3 +421,12 @@ def test_eval_json_counts_a_template_longer_than_the_model_apart_not_as_invalid(
     assert [x["schema"] for x in report["too_long_for_the_model"]] == ["Mine_1.json"]
     assert "positions; the model has 4096" in report["too_long_for_the_model"][0]["error"]
     assert "Outputs not generated (the template needs more positions" in (tmp_path / "out" / "json.md").read_text()
+
+
+def test_a_puzzle_argument_that_cannot_be_answered_gets_its_json_record():
+    """(--json printed a record for each bad puzzle of a file, and none for a bad PUZZLE argument.)"""
+    for puzzle, error in (("abc", "invalid character(s) 'abc'"), ("11" + "." * 79, "")):
+        p = cli("solve", "sudoku", "--json", puzzle)
+        record = json.loads(p.stdout.splitlines()[0])
+        assert p.returncode == 2 and record["line"] is None and record["input"] == puzzle, p.stdout + p.stderr
+        assert error in record["error"] and p.stderr.strip() == f"error: {record['error']}"
