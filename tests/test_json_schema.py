@@ -2374,3 +2374,21 @@ def test_contains_beside_a_tuple_takes_the_items_that_can_match(schema, check):
     with pytest.raises(SchemaError, match="cannot hold the 1 'contains' needs at /contains"):
         compile_schema({**schema, "items": False, "minContains": 1, "maxItems": 1} if "items" in schema else
                        {**schema, "prefixItems": [{"type": "integer"}], "items": False}, TOK)
+
+
+@pytest.mark.parametrize("schema", [
+    {"oneOf": [{"anyOf": [{"$ref": "#/$defs/a"}]}, {"type": "array"}], "$defs": {"a": {"minimum": 5, "maximum": 3}}},
+    {"oneOf": [{"type": "object", "properties": {"x": {"$ref": "#/$defs/a"}}, "required": ["x"]},
+               {"type": "object", "properties": {"x": {"type": "array"}}}],
+     "$defs": {"a": {"minimum": 5, "maximum": 3}}},
+    {"type": "array", "items": {"oneOf": [{"$ref": "#/$defs/a"}, {"type": "string"}]},
+     "$defs": {"a": {"minLength": 3, "maxLength": 2}}, "minItems": 1},
+])
+def test_contradictory_bounds_through_a_ref_inside_a_oneof_stay_sound(schema):
+    """(QA, 2026-12-07: through a `$ref` the path no longer showed the oneOf around it, the value was written as
+    another type, and the oneOf's exclusion still read the branch as numbers only: every filling matched both.)"""
+    try:
+        compile_schema(schema, TOK)
+    except SchemaError:
+        return
+    assert invalid_fillings(schema, 20) == []

@@ -52,6 +52,26 @@ for _error in (NoValue, TooComplex, DepthLimit):
     _error.__name__ = "_" + _error.__qualname__
 
 
+# Keywords (and path segments) around which an untyped schema's contradictory bounds are not traded for another type
+COMBINING = {"not", "oneOf", "anyOf", "allOf", "if", "then", "else", "$ref", "$dynamicRef", "enum", "const",
+             "dependentSchemas", "dependencies", "contains", "propertyNames"}
+
+
+def contradictory_bounds(schema: dict, kind: str) -> bool:
+    """Whether `kind`'s bounds in `schema` admit no value (minimum above maximum, minLength above maxLength, ...)."""
+    def number(key):
+        value = schema.get(key)
+        return value if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+    if kind == "number":
+        lows = [(v, k == "exclusiveMinimum") for k in ("minimum", "exclusiveMinimum") if (v := number(k)) is not None]
+        highs = [(v, k == "exclusiveMaximum") for k in ("maximum", "exclusiveMaximum") if (v := number(k)) is not None]
+        return any(lo > hi or (lo == hi and (open_lo or open_hi)) for lo, open_lo in lows for hi, open_hi in highs)
+    least, most = {"string": ("minLength", "maxLength"), "array": ("minItems", "maxItems"),
+                   "object": ("minProperties", "maxProperties")}[kind]
+    return number(least) is not None and number(most) is not None and number(least) > number(most)
+
+
 @dataclass
 class Budget:
     """Slot lengths in tokens for values whose length the schema leaves open."""

@@ -20,7 +20,7 @@ from typing import Any
 
 from diffreason.errors import SchemaError
 from diffreason.tasks.json_schema.base import (
-    DepthLimit, NoValue, TooComplex, finite_values, json_equal, json_type, lcm, positive_number,
+    DepthLimit, NoValue, TooComplex, contradictory_bounds, finite_values, json_equal, json_type, lcm, positive_number,
 )
 from diffreason.tasks.json_schema.keywords import (
     EXCLUDED, FINITE_TYPES, GENERIC, KEYWORDS, NEGATED_BOUNDS, NEGATION_ORDER, NOT_MULTIPLES, VALIDATION_KEYWORDS,
@@ -521,6 +521,8 @@ class NegationMixin:
         kind = self.infer_type(schema, "")
         if kind is None:
             return None if schema.keys() & GENERIC else {"string", "number", "boolean", "null"}
+        if contradictory_bounds(schema, kind):  # (written as another type: `untyped_regex`)
+            return None
         return {kind}
 
     def accepted_types(self, schema: dict) -> set[str] | None:

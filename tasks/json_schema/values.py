@@ -20,7 +20,8 @@ from diffreason.constrain.chardfa import Complement
 from diffreason.constrain.regex import Choice, alt
 from diffreason.errors import SchemaError
 from diffreason.tasks.json_schema.base import (
-    CHOICE_FACTOR, DepthLimit, NoValue, TooComplex, json_text, positive_number,
+    CHOICE_FACTOR, COMBINING, DepthLimit, NoValue, TooComplex, contradictory_bounds, json_text,
+    positive_number,
 )
 from diffreason.tasks.json_schema.keywords import (
     ANNOTATIONS, ANY_VALUE, APPLIES, EXCLUDED, GENERIC, MULTIPLES, NOT_MULTIPLES, PATTERNS, SUPPORTED, TYPES,
@@ -30,25 +31,6 @@ from diffreason.tasks.json_schema.patterns import (
     LENGTH_CHAR, STRING_CHAR, PatternEmpty, PatternError, PatternLengthError, lookaround_parts, pattern_to_json_regex,
 )
 from diffreason.tasks.json_schema.patterns import parser as pattern_parser
-
-COMBINING = {"not", "oneOf", "anyOf", "allOf", "if", "then", "else", "$ref", "$dynamicRef", "enum", "const",
-             "dependentSchemas", "dependencies", "contains", "propertyNames"}
-
-
-def contradictory_bounds(schema: dict, kind: str) -> bool:
-    """Whether `kind`'s bounds in `schema` admit no value (minimum above maximum, minLength above maxLength, ...)."""
-    def number(key):
-        value = schema.get(key)
-        return value if isinstance(value, int | float) and not isinstance(value, bool) else None
-
-    if kind == "number":
-        lows = [(v, k == "exclusiveMinimum") for k in ("minimum", "exclusiveMinimum") if (v := number(k)) is not None]
-        highs = [(v, k == "exclusiveMaximum") for k in ("maximum", "exclusiveMaximum") if (v := number(k)) is not None]
-        return any(lo > hi or (lo == hi and (open_lo or open_hi)) for lo, open_lo in lows for hi, open_hi in highs)
-    least, most = {"string": ("minLength", "maxLength"), "array": ("minItems", "maxItems"),
-                   "object": ("minProperties", "maxProperties")}[kind]
-    return number(least) is not None and number(most) is not None and number(least) > number(most)
-
 
 # Largest |i| of a number i.dddd the number regex writes: below 2**39 a float's spacing is under 1e-4, so i.dddd
 # parses to a float strictly between i - 1 and i + 1 (near 2**53 it rounds onto them, and past an exclusive bound).
@@ -275,9 +257,10 @@ class ValuesMixin:
         except TooComplex:
             raise
         except SchemaError:
-            if not contradictory_bounds(schema, kind) or (schema.keys() | set(path.split("/"))) & COMBINING:
+            if not contradictory_bounds(schema, kind) or seen or (schema.keys() | set(path.split("/"))) & COMBINING:
                 raise  # (a value the compiler cannot write is refused, not traded for another type's; beside or
-                # within not / oneOf / if ... another type may break them: a oneOf's other branch may take it too)
+                # within not / oneOf / if ... another type may break them: a oneOf's other branch may take it too;
+                # through a $ref the path no longer says where the value is: refused there too)
             bound = {kind, "integer"} if kind == "number" else {kind}
             others = [t for t in TYPES if t not in bound]
             regex = self.type_list_regex({**schema, "type": others}, path, seen)
