@@ -335,11 +335,14 @@ def write_processor(directory: str | Path) -> None:
     markers off the tokenizer). Declares the tokenizer's image markers (`boi_token`, `eoi_token`, `image_token`: the
     tokens `config.json` names) in tokenizer_config.json, and writes processor_config.json from transformers' own
     Gemma4Processor with its default image, audio and video settings. The vocabulary is unchanged (the processor's
-    `<|video|>` is not added: SGLang reloads the tokenizer from tokenizer.json). Idempotent."""
+    `<|video|>` is not added: SGLang reloads the tokenizer from tokenizer.json). A tokenizer.json that adds no BOS
+    before a text (checkpoints written before 2026-12-07) gets the post-processor that does, so SGLang's tokenizer
+    manager encodes a request's text as the engine lays its prompt out. Idempotent."""
     import copy
     import tempfile
 
     from tokenizers import Tokenizer
+    from tokenizers.processors import TemplateProcessing
     from transformers import AutoTokenizer
     from transformers.models.gemma4 import (
         Gemma4AudioFeatureExtractor,
@@ -348,7 +351,7 @@ def write_processor(directory: str | Path) -> None:
         Gemma4VideoProcessor,
     )
 
-    from diffreason.tokenizer import IMAGE_MARKERS
+    from diffreason.tokenizer import BOS, IMAGE_MARKERS
 
     directory = Path(directory)
     vocab = Tokenizer.from_file(str(directory / "tokenizer.json"))
@@ -356,6 +359,11 @@ def write_processor(directory: str | Path) -> None:
     if missing:  # (declaring them would add them: a vocabulary larger than the model's embeddings)
         raise DiffreasonError(f"the tokenizer in {str(directory)!r} lacks the image markers {missing}; SGLang "
                               "cannot load a DiffusionGemma processor for it")
+    bos = vocab.token_to_id(BOS)
+    if bos is not None and vocab.encode("x").ids[:1] != [bos]:
+        vocab.post_processor = TemplateProcessing(single=f"{BOS} $A", pair=f"{BOS} $A {BOS}:1 $B:1",
+                                                  special_tokens=[(BOS, bos)])
+        vocab.save(str(directory / "tokenizer.json"))
     markers = dict(zip(("boi_token", "eoi_token", "image_token"), IMAGE_MARKERS))
     tokenizer = AutoTokenizer.from_pretrained(directory, extra_special_tokens=markers)
     with tempfile.TemporaryDirectory() as scratch:

@@ -6,6 +6,8 @@ Byte-level means every string round-trips, whatever the merges learned.
 
 from __future__ import annotations
 
+import threading
+import weakref
 from collections.abc import Iterable
 
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
@@ -51,3 +53,25 @@ def wrap(tok: Tokenizer) -> PreTrainedTokenizerFast:
     return PreTrainedTokenizerFast(
         tokenizer_object=tok, pad_token=PAD, eos_token=EOS, bos_token=BOS, unk_token=UNK, add_bos_token=True
     )
+
+
+_LITERAL: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # tokenizer -> its literal-reading Rust copy
+_LITERAL_LOCK = threading.Lock()
+
+
+def encode_literal(tokenizer, text: str) -> list[int]:
+    """`text`'s token ids as plain text: no special token added, and none read from it ("<eos>" in it is those five
+    characters) — what a schema's member names, code to infill and training canvases are. transformers'
+    `split_special_tokens=True` would flip a flag the tokenizer shares with every other call (a prompt encoded in
+    another thread meanwhile lost its special tokens: QA, 2026-12-07), so a fast tokenizer reads literals with a copy
+    of its Rust tokenizer of its own, made once, whose flag is set for good."""
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    if backend is None:  # (a slow tokenizer splits per call)
+        return list(tokenizer.encode(text, add_special_tokens=False, split_special_tokens=True))
+    with _LITERAL_LOCK:
+        literal = _LITERAL.get(tokenizer)
+        if literal is None:
+            literal = Tokenizer.from_str(backend.to_str())
+            literal.encode_special_tokens = True
+            _LITERAL[tokenizer] = literal
+    return literal.encode(text, add_special_tokens=False).ids

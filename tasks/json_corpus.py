@@ -21,6 +21,7 @@ from typing import Any
 import torch
 
 from diffreason.errors import DiffreasonError
+from diffreason.tokenizer import encode_literal
 
 CANVAS = 128
 PROMPT_TOKENS = 48
@@ -119,10 +120,10 @@ def canvas_tokens(value: Any, tokenizer, rng: random.Random, length: int = CANVA
     for p in pieces(value):
         if isinstance(p, tuple):
             text, budget = p
-            value_ids = tokenizer.encode(text, add_special_tokens=False)
+            value_ids = encode_literal(tokenizer, text)  # (the text as the template writes it: "<pad>" is text)
             ids += value_ids + [tokenizer.pad_token_id] * rng.randint(0, max(0, budget - len(value_ids)))
         else:
-            ids += tokenizer.encode(p, add_special_tokens=False)
+            ids += encode_literal(tokenizer, p)
         if len(ids) >= length:
             return None
     ids.append(tokenizer.eos_token_id)

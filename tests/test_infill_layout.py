@@ -65,3 +65,30 @@ def test_code_holding_special_token_text_is_plain_text(tok):
     layout = infill_layout('x = "<bos>"\n', None, '\n    return "<eos>" + "<pad>"\n', tok, 64, 8, 32)
     assert not specials & set(layout.prompt_ids[1:]) and not specials & set(layout.suffix_ids)
     assert tok.decode(layout.suffix_ids) == '\n    return "<eos>" + "<pad>"\n'
+
+
+def test_literal_encodes_leave_other_threads_their_special_tokens(tok):
+    """(transformers' split_special_tokens=True flips a flag the tokenizer shares: a prompt encoded in another thread
+    meanwhile read "<eos>" as text, and a literal could read "<pad>" as the pad token, memoised for the process.)"""
+    import threading
+
+    prompt = tok.encode("a <eos> b", add_special_tokens=False)
+    literal = encode(tok, "a <eos> b")
+    assert tok.eos_token_id in prompt and tok.eos_token_id not in literal
+    stop, wrong = threading.Event(), []
+
+    def literals():
+        while not stop.is_set():
+            if encode(tok, "a <eos> b") != literal:
+                wrong.append("literal")
+
+    worker = threading.Thread(target=literals)
+    worker.start()
+    try:
+        for _ in range(2000):
+            if tok.encode("a <eos> b", add_special_tokens=False) != prompt:
+                wrong.append("prompt")
+    finally:
+        stop.set()
+        worker.join()
+    assert wrong == []

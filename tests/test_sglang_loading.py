@@ -88,3 +88,24 @@ def test_write_processor_refuses_a_tokenizer_without_image_markers(tmp_path):
                             unk_token="<unk>").save_pretrained(tmp_path)
     with pytest.raises(DiffreasonError, match="lacks the image markers"):
         write_processor(tmp_path)
+
+
+def test_a_checkpoint_written_before_the_bos_post_processor_gets_it_when_saved_again(written, tmp_path):
+    """(QA, 2026-12-07: only the shipped tokenizer.json files were patched; a user's earlier checkpoint gave SGLang no
+    BOS, and saving it again — `train --init-from`, a resumed run — kept it so.)"""
+    import shutil
+
+    from tokenizers import Tokenizer
+    from tokenizers.processors import TemplateProcessing
+
+    from diffreason.model import load_model, save_model
+
+    old = tmp_path / "old"
+    shutil.copytree(written, old)
+    vocab = Tokenizer.from_file(str(old / "tokenizer.json"))
+    vocab.post_processor = TemplateProcessing(single="$A", pair="$A $B:1")  # (as written before 2026-12-07)
+    vocab.save(str(old / "tokenizer.json"))
+    lm = load_model(old)
+    assert asyncio.run(sglang_tokenizer_manager(old)._tokenize_texts("a b"))[0] == lm.encode_prompt("a b")[1:]
+    save_model(lm, tmp_path / "again")
+    assert asyncio.run(sglang_tokenizer_manager(tmp_path / "again")._tokenize_texts("a b"))[0] == lm.encode_prompt("a b")

@@ -811,8 +811,9 @@ class TokenizerAdapter:
         """Token ids of `text` (a literal: a special token's text in it, such as "<eos>", is plain text), memoised (a
         tuple: callers share it): member names recur across schemas."""
         if text not in self._encoded:
-            self._encoded[text] = tuple(self.tokenizer.encode(text, add_special_tokens=False,
-                                                              split_special_tokens=True))
+            from diffreason.tokenizer import encode_literal
+
+            self._encoded[text] = tuple(encode_literal(self.tokenizer, text))
         return self._encoded[text]
 
     def convert_token_to_string(self, token: str) -> str:

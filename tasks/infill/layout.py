@@ -50,7 +50,9 @@ class InfillLayout:
 def encode(tokenizer, text: str) -> list[int]:
     """One piece of text on its own (no special tokens, and a special token's text in the code, such as "<eos>" in a
     string, is plain text): how prefix, hole and suffix are each tokenized."""
-    return list(tokenizer.encode(text, add_special_tokens=False, split_special_tokens=True)) if text else []
+    from diffreason.tokenizer import encode_literal
+
+    return encode_literal(tokenizer, text) if text else []
 
 
 def infill_layout(prefix: str, hole: str | None, suffix: str, tokenizer, canvas_length: int, slot_length: int,
