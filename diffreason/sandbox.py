@@ -21,7 +21,8 @@ says which held (`SandboxResult.isolation`, `.protections`):
     (kernel memory past the address-space limit; a user namespace cannot set those sysctls, and says so), and a
     seccomp filter (libseccomp) refuses new namespaces — a user namespace of the code's own would give it every
     capability there —, the kernel keyrings (their keys outlive the run), bpf, perf events, userfaultfd, io_uring,
-    mounts and kernel modules (`protections["syscalls"]`; in every mode, where libseccomp is installed).
+    mounts and kernel modules (`protections["syscalls"]`; in every mode, where libseccomp is installed); ptys come
+    from a devpts instance of the run's own, at most `PTYS` (the host's are the whole machine's).
 ``userns`` (an unprivileged user where user namespaces are allowed)
     the same inside a new user namespace mapped to the caller's own uid (uid 0 inside, no capabilities left:
     the bounding set is dropped before the exec); RLIMIT_NPROC counts per user namespace, so again only this run.
@@ -127,6 +128,7 @@ PR_SET_CHILD_SUBREAPER = 36
 MEMORY_EXIT = 86  # the guard's exit status for an uncaught MemoryError
 SETUP_EXIT = 87  # the launcher's exit status when it could not start the code (reported on the status pipe)
 HIDDEN_DIRS = ("/tmp", "/var/tmp", "/run", "/dev/shm", "/root", "/home")
+PTYS = 8  # ptys a run may hold (namespace modes: a devpts instance of its own)
 # What the code may not call (the launcher's seccomp filter): EPERM, as if it lacked the privilege
 DENIED_SYSCALLS = ("unshare", "setns", "keyctl", "add_key", "request_key", "bpf", "perf_event_open", "userfaultfd",
                    "io_uring_setup", "io_uring_enter", "io_uring_register", "mount", "umount2", "pivot_root",
@@ -483,6 +485,18 @@ def _launch(cfg: dict) -> int:
             hidden.append(top)
         if not any(under(workdir, h) for h in hidden):  # make the working directory a mount of its own
             mount(workdir, workdir, None, MS_BIND | MS_REC)
+        if os.path.isdir("/dev/pts"):  # ptys of a devpts instance of the run's own, a few at most: the host's
+            try:  # were the code's to take (QA, 2026-12-07: 40 held, of the host's 4,096)
+                mount("devpts", "/dev/pts", "devpts", MS_NOSUID | MS_NOEXEC,
+                      f"newinstance,ptmxmode=0666,mode=0620,max={PTYS}")
+                try:
+                    mount("/dev/pts/ptmx", "/dev/ptmx", None, MS_BIND)
+                except OSError:
+                    libc.umount2(b"/dev/pts", MNT_DETACH)
+                    raise
+                prot["ptys"] = f"a devpts instance of its own, at most {PTYS} ptys"
+            except OSError as e:
+                add_error("/dev/pts", e)
         mount_setattr("/", AT_RECURSIVE, MOUNT_ATTR_RDONLY, 0)
         mount_setattr(workdir, 0, 0, MOUNT_ATTR_RDONLY)
         prot["filesystem"] = "read-only view (mount namespace), writable working directory only"

@@ -482,6 +482,25 @@ print(done)
     assert r.protections["syscalls"].startswith("seccomp: no new namespaces"), r.protections
 
 
+def test_ptys_come_from_a_devpts_instance_of_the_runs_own(sandbox):
+    """QA, 2026-12-07: the code opened ptys of the host's devpts (40 in one run, of 4,096 for the whole machine)."""
+    if sandbox.mode == "none":
+        pytest.skip("no mount namespace")
+    code = """
+import os
+held = []
+try:
+    for _ in range(40):
+        held.append(os.openpty())
+except OSError as e:
+    print(e.strerror)
+print(len(held))
+"""
+    r = sandbox(code)
+    assert r.passed and r.stdout.split("\n")[-2] == "8", r
+    assert r.protections["ptys"] == "a devpts instance of its own, at most 8 ptys"
+
+
 def test_exec_and_subprocess_refused_by_hook(sandbox):
     if not sandbox.hook:
         pytest.skip("the audit hook is off")
