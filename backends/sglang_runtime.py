@@ -38,6 +38,7 @@ Upstream's other rules stay: penalties, logprobs, logit_bias, ebnf and structura
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 from collections import OrderedDict
@@ -119,6 +120,7 @@ class _Registry:
 
 
 REQUESTS = _Registry()
+_DROP_AT_FINISH = False  # a finished request's entry is dropped when it finishes (no output hook drops it)
 _canvas_length: int | None = None
 _tokenizers: dict[str, Any] = {}
 
@@ -152,6 +154,14 @@ def compile_request(req, canvas_length: int) -> tuple[CanvasTemplate | None, Any
     tokenizer = _tokenizer(req)
     compiled = None
     if raw_template is not None:
+        if isinstance(raw_template, str):  # (read first: its length is checked before its masks are built — a
+            try:                             # 30 KiB body of distinct sets took 2 GiB first: QA, 2026-12-07)
+                raw_template = json.loads(raw_template)
+            except ValueError as exc:  # (JSON's, or an integer of more than 4,300 digits)
+                raise DiffreasonError(f"{TEMPLATE_PARAM} must be a JSON list: {exc}") from None
+        if isinstance(raw_template, list) and sp.max_new_tokens is not None and len(raw_template) > sp.max_new_tokens:
+            raise DiffreasonError(f"max_new_tokens={sp.max_new_tokens} is shorter than the constrained output "
+                                  f"({len(raw_template)} tokens)")
         template = template_from_positions(raw_template, len(tokenizer))
     else:
         template, compiled = constraint_template(tokenizer, canvas_length, regex=sp.regex,
@@ -181,6 +191,7 @@ class DiffreasonRenoise(Gemma4Renoise):
             sp.json_schema, sp.regex = saved
         if error:
             return error
+        REQUESTS.drop(req.rid)  # (an entry left under a reused id made its request skip its first canvas's template)
         try:
             template, schema = compile_request(req, _canvas_length or 256)
         except DiffreasonError as exc:
@@ -190,6 +201,9 @@ class DiffreasonRenoise(Gemma4Renoise):
             return f"diffreason: cannot compile the constraint ({type(exc).__name__}: {exc})"
         if template is not None and getattr(sp, "ignore_eos", False):  # (its canvases past the EOS ran free)
             return "diffreason: ignore_eos is not supported with a constraint: its output ends at the template's end"
+        if template is not None and not getattr(sp, "skip_special_tokens", True):  # (the text held the pads)
+            return ("diffreason: skip_special_tokens=false is not supported with a constraint: the pad tokens that "
+                    "end its slots early would be text")
         if template is not None:
             entry = REQUESTS.get(req.rid)
             entry.template, entry.schema = template, schema
@@ -373,6 +387,8 @@ def _check_finished_output(original, scheduler, req, *args, **kwargs):
     out = original(scheduler, req, *args, **kwargs)
     if req.finished() and not isinstance(req.finished_reason, FINISH_ABORT):
         schema, length = REQUESTS.schema_of(req.rid)
+        if _DROP_AT_FINISH:  # (no output hook takes the steps and drops the entry under the Rust server)
+            REQUESTS.drop(req.rid)
         visible = list(req.output_ids_through_stop)
         if schema is not None and len(visible) >= length:
             text = _tokenizer(req).decode(visible, skip_special_tokens=True)
@@ -392,9 +408,11 @@ def register() -> None:
     from sglang.srt.managers.scheduler_components.output_streamer import SchedulerOutputStreamer
     from sglang.srt.plugins.hook_registry import HookRegistry, HookType
 
+    global _DROP_AT_FINISH
     algorithm.algo_name_to_cls["Gemma4Renoise"] = DiffreasonRenoise
     if envs.SGLANG_RUST_SERVER.get():  # (its egress takes no additional output fields)
         logger.warning("diffreason: SGLANG_RUST_SERVER is on: step counts are not reported")
+        _DROP_AT_FINISH = True
     else:
         SchedulerOutputStreamer.has_additional_customized_info = True
         HookRegistry.register(

@@ -268,6 +268,8 @@ def test_a_json_schema_string_is_never_read_as_a_path(tmp_path):
     (dict(regex="[^\\x00-\\U0010ffff]"), "diffreason:"),  # matches nothing
     (dict(custom_params={plugin.TEMPLATE_PARAM: "[-1]"}), "position 0: token -1 is outside"),
     (dict(regex="[a-z]{3}", ignore_eos=True), "diffreason: ignore_eos is not supported with a constraint"),
+    # (QA, 2026-12-07: the text of a constrained output held its slots' pad tokens, and was no JSON)
+    (dict(regex="[a-z]{3}", skip_special_tokens=False), "diffreason: skip_special_tokens=false is not supported"),
     # (an EOS fixed before fixed tokens finished the request without them: QA, 2026-12-07)
     (dict(custom_params={plugin.TEMPLATE_PARAM: json.dumps([40, TOK.eos_token_id, 41])}),
      f"diffreason: position 1 allows only EOS ({TOK.eos_token_id}) but position 2 after it must hold"),
@@ -275,6 +277,30 @@ def test_a_json_schema_string_is_never_read_as_a_path(tmp_path):
 def test_bad_constraints_are_a_400_and_leave_no_state(params, message):
     answer = refusal("bad-constraint", **params)
     assert answer is not None and message in answer, answer
+
+
+def test_a_template_longer_than_max_new_tokens_is_refused_before_it_is_built(monkeypatch):
+    """(QA, 2026-12-07: a 30 KiB body of distinct one-token sets took 2 GiB of masks before its length was checked.)"""
+    def never(*args):
+        raise AssertionError("the template was built")
+
+    monkeypatch.setattr(plugin, "template_from_positions", never)
+    body = json.dumps([[i] for i in range(10, 4010)])
+    answer = refusal("long-template", custom_params={plugin.TEMPLATE_PARAM: body}, max_new_tokens=128)
+    assert answer == "diffreason: max_new_tokens=128 is shorter than the constrained output (4000 tokens)"
+
+
+def test_a_reused_request_id_starts_afresh():
+    """(QA, 2026-12-07: an entry left under an id — the client's ids are deterministic — made the request start on its
+    second canvas, without its template.)"""
+    stale = plugin.REQUESTS.get("reused")
+    stale.canvases_done, stale.steps = 1, [6]
+    try:
+        assert plugin.DiffreasonRenoise.validate_request(fake_req("reused", regex="[a-c]{2}")) is None
+        entry = plugin.REQUESTS.get("reused")
+        assert (entry.canvases_done, entry.steps) == (0, []) and entry.template is not None
+    finally:
+        plugin.REQUESTS.drop("reused")
 
 
 def test_a_compile_over_its_budget_is_refused_and_the_next_request_is_served(monkeypatch):
