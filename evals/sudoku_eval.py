@@ -57,11 +57,11 @@ def _display_path(path) -> str:
 
 
 def _percentile(values, q):
-    values = sorted(values)
-    if not values:
-        return float("nan")
-    k = min(len(values) - 1, max(0, round(q * (len(values) - 1))))
-    return values[k]
+    """`infill_eval.percentile` (nearest rank), NaN for no values."""
+    from diffreason.evals.infill_eval import percentile
+
+    found = percentile(values, q)
+    return float("nan") if found is None else found
 
 
 def run_eval(
@@ -299,7 +299,7 @@ def write_report(report: dict, out_dir: str | Path, command: str) -> list[Path]:
                 + "".join(f"{100 * at[str(b)]:.1f} % | " if str(b) in at else "— | " for b in budgets)
                 + ("—" if m.get("baseline") else f"voted {100 * m['voted']:.1f} %" if m.get("k", 1) > 1
                    else f"{100 * m['unsolved_ran_out']:.1f} / {100 * m['unsolved_stopped']:.1f} %")
-                + f" | {m['steps_mean']:.1f} | {m['steps_median']:.0f} | {m['steps_p90']:.0f} | "
+                + f" | {m['steps_mean']:.1f} | {m['steps_median']:g} | {m['steps_p90']:g} | "
                 f"{m.get('chains_mean', 1):.2f} | "
                 + (f"{m['wall_ratio']:.2f} | " if "wall_ratio" in m else "1 | ")
                 + f"{m['puzzles_per_second']:.1f} | {1e3 * entry['classical_seconds_per_puzzle']:.1f} ms |"

@@ -378,3 +378,13 @@ def test_a_schema_too_long_for_the_model_is_said_so_not_dropped(tmp_path):
     assert row["json"]["not_run"][0].startswith("Wide_a.json: ") and "the model has 4096" in row["json"]["not_run"][0]
     md = (tmp_path / "out" / "suite.md").read_text()
     assert "not run (too long for the model): 1" in md and "Wide_a.json: " in md
+
+
+def test_p90_is_the_nearest_rank():
+    """(The index rounded from 0.9 (n - 1) read low on small sets: p90 of [10, 10, 10, 11, 13, 15] was 13, with one
+    value of six above it.)"""
+    from diffreason.evals.infill_eval import percentile
+
+    assert percentile([10, 10, 10, 11, 13, 15], 0.9) == 15
+    assert [percentile(list(range(1, n + 1)), 0.9) for n in (1, 10, 30, 100)] == [1, 9, 27, 90]
+    assert percentile([], 0.9) is None and percentile([3, 1], 0.5) == 1
