@@ -38,7 +38,6 @@ Upstream's other rules stay: penalties, logprobs, logit_bias, ebnf and structura
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
 from collections import OrderedDict
@@ -154,15 +153,7 @@ def compile_request(req, canvas_length: int) -> tuple[CanvasTemplate | None, Any
     tokenizer = _tokenizer(req)
     compiled = None
     if raw_template is not None:
-        if isinstance(raw_template, str):  # (read first: its length is checked before its masks are built — a
-            try:                             # 30 KiB body of distinct sets took 2 GiB first: QA, 2026-12-07)
-                raw_template = json.loads(raw_template)
-            except ValueError as exc:  # (JSON's, or an integer of more than 4,300 digits)
-                raise DiffreasonError(f"{TEMPLATE_PARAM} must be a JSON list: {exc}") from None
-        if isinstance(raw_template, list) and sp.max_new_tokens is not None and len(raw_template) > sp.max_new_tokens:
-            raise DiffreasonError(f"max_new_tokens={sp.max_new_tokens} is shorter than the constrained output "
-                                  f"({len(raw_template)} tokens)")
-        template = template_from_positions(raw_template, len(tokenizer))
+        template = template_from_positions(raw_template, len(tokenizer), sp.max_new_tokens)
     else:
         template, compiled = constraint_template(tokenizer, canvas_length, regex=sp.regex,
                                                  json_schema=sp.json_schema, max_tokens=sp.max_new_tokens,

@@ -183,7 +183,7 @@ def parse_request(body: Any, tokenizer, canvas_length: int, lm=None) -> tuple[li
     template = schema = None
     try:
         if raw_template is not None:
-            template = template_from_positions(raw_template, len(tokenizer))
+            template = template_from_positions(raw_template, len(tokenizer), max_new)
         elif given:
             template, compiled = constraint_template(tokenizer, canvas_length, regex=params.get("regex"),
                                                      json_schema=params.get("json_schema"), max_tokens=max_new,

@@ -163,10 +163,11 @@ def check_output(schema: Any, text: str, seconds: float = VALIDATION_SECONDS) ->
     return value
 
 
-def template_from_positions(text: str | list, vocab_size: int) -> CanvasTemplate:
+def template_from_positions(text: str | list, vocab_size: int, max_new_tokens: int | None = None) -> CanvasTemplate:
     """A template sent by a client (the SGLang plugin's and `diffreason serve`'s `custom_params`): a JSON list with, per
     position, a token id, null (any) or a list of ids — as JSON text, or the list itself where the request is JSON.
-    DiffreasonError with a client-facing message."""
+    A list longer than the request's `max_new_tokens` is refused before its masks are built (a 30 KiB body of
+    distinct sets took 2 GiB first: QA, 2026-12-07). DiffreasonError with a client-facing message."""
     if isinstance(text, list):
         positions = text
     elif isinstance(text, str):
@@ -179,6 +180,9 @@ def template_from_positions(text: str | list, vocab_size: int) -> CanvasTemplate
                               f"{type(text).__name__}")
     if not isinstance(positions, list) or not positions:
         raise DiffreasonError(f"{TEMPLATE_PARAM} must be a non-empty JSON list of positions")
+    if max_new_tokens is not None and max_new_tokens < len(positions):
+        raise DiffreasonError(f"max_new_tokens={max_new_tokens} is shorter than the constrained output "
+                              f"({len(positions)} tokens)")
     for i, p in enumerate(positions):
         ok = p is None or (isinstance(p, int) and not isinstance(p, bool)) or (
             isinstance(p, list) and p and all(isinstance(t, int) and not isinstance(t, bool) for t in p)

@@ -13,6 +13,7 @@ from sglang.srt.dllm.config import DllmConfig  # noqa: E402
 from sglang.srt.sampling.sampling_params import SamplingParams  # noqa: E402
 
 from diffreason.backends import sglang_runtime as plugin  # noqa: E402
+from diffreason.canvas import CanvasTemplate  # noqa: E402
 from diffreason.tokenizer import train_byte_bpe  # noqa: E402
 
 TOK = train_byte_bpe()
@@ -284,7 +285,7 @@ def test_a_template_longer_than_max_new_tokens_is_refused_before_it_is_built(mon
     def never(*args):
         raise AssertionError("the template was built")
 
-    monkeypatch.setattr(plugin, "template_from_positions", never)
+    monkeypatch.setattr(CanvasTemplate, "from_positions", never)  # (what builds the masks)
     body = json.dumps([[i] for i in range(10, 4010)])
     answer = refusal("long-template", custom_params={plugin.TEMPLATE_PARAM: body}, max_new_tokens=128)
     assert answer == "diffreason: max_new_tokens=128 is shorter than the constrained output (4000 tokens)"
